@@ -1,0 +1,367 @@
+/*
+ * append.c: adding a batch of records as one commit.
+ *
+ * Rules enforced here (doc/format.md):
+ *  R6. Payload first, then the record table, then the header: the header
+ *      write is the commit, and nothing of a batch is visible before it.
+ *      In memory the new length is published (release) only after the
+ *      header is written, so a concurrent gather never sees a record whose
+ *      bytes or entry are not in place.
+ *  R7. A record never straddles two chunks: one that does not fit in the
+ *      rest of the current chunk starts the next chunk at offset 0.
+ *  R8. Bytes past the committed frontier, and table entries past the
+ *      committed length, are garbage: a failed or interrupted append
+ *      leaves them, and the next append overwrites them.
+ *
+ * Raw records are laid out in order and written straight from the
+ * caller's memory, a chunk run per write, the writes spread over the pool.
+ * Compressed records are claimed one at a time by the workers, compressed
+ * into the worker's own buffer, given the next free offset in completion
+ * order under a short lock, and written in parallel. The batch is handled
+ * in windows of WINDOW records, so the working memory (one table window and
+ * one buffer per worker) is bounded whatever the batch size.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "codec.h"
+#include "engine.h"
+#include "io.h"
+#include "pool.h"
+
+#define WINDOW 65536
+
+struct append_ctx {
+    zr_store *s;
+    const struct zr_src *src;
+    uint64_t w0, w1;      /* the window: source records [w0, w1) */
+    struct zr_loc *locs;  /* entries of the window */
+    size_t nshards;
+    _Atomic uint64_t next; /* compressed: next record to claim */
+    _Atomic int failed;
+    pthread_mutex_t err_lock;
+    int err;
+    char errmsg[512];
+};
+
+static void set_error(struct append_ctx *c, int rc)
+{
+    pthread_mutex_lock(&c->err_lock);
+    if (c->err == 0) {
+        c->err = rc;
+        snprintf(c->errmsg, sizeof c->errmsg, "%s", zr_last_error());
+    }
+    pthread_mutex_unlock(&c->err_lock);
+    atomic_store(&c->failed, 1);
+}
+
+void zr_src_fill_prefix(const struct zr_src *src, uint64_t k, uint8_t *out)
+{
+    const zr_rec *r = &src->recs[k];
+    zr_store64(out, r->ndim);
+    for (uint32_t d = 0; d < r->ndim; d++)
+        zr_store64(out + 8 + 8 * d, r->shape[d]);
+}
+
+/* Reserve size bytes at the frontier, rolling over to a new chunk when the
+ * record does not fit in the current one (R7). */
+static int reserve(zr_store *s, uint64_t size, struct zr_loc *loc)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->frontier_lock);
+    if (s->fr_offset + size > s->chunk_cap) {
+        uint32_t c = s->fr_chunk + 1;
+        if (c >= atomic_load(&s->chunks.count))
+            rc = zr_ftable_add(s, &s->chunks, c, true);
+        if (rc == 0) {
+            s->fr_chunk = c;
+            s->fr_offset = 0;
+        }
+    }
+    if (rc == 0) {
+        loc->chunk_id = s->fr_chunk;
+        loc->offset = (uint32_t)s->fr_offset;
+        s->fr_offset += size;
+        zr_ftable_at(&s->chunks, s->fr_chunk)->wend = s->fr_offset;
+    }
+    pthread_mutex_unlock(&s->frontier_lock);
+    return rc;
+}
+
+static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%u.chunk", s->path, c);
+    return buf;
+}
+
+/* Raw: write shard k's records, a chunk run per write (Dense) or a
+ * prefix and payload per record (Ragged). */
+static void raw_shard(void *arg, size_t k)
+{
+    struct append_ctx *c = arg;
+    zr_store *s = c->s;
+    const struct zr_src *src = c->src;
+    uint64_t count = c->w1 - c->w0;
+    uint64_t a = c->w0 + count * k / c->nshards, b = c->w0 + count * (k + 1) / c->nshards;
+    char name[64];
+    uint8_t prefix[8 * (1 + ZR_MAX_NDIM)];
+    while (a < b && !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        const struct zr_loc *la = &c->locs[a - c->w0];
+        int fd = zr_ftable_at(&s->chunks, la->chunk_id)->fd;
+        int rc;
+        if (src->kind == ZR_DENSE) {
+            uint64_t e = a + 1;
+            while (e < b && c->locs[e - c->w0].chunk_id == la->chunk_id)
+                e++;
+            rc = zr_write_all(fd, src->base + a * src->width, (e - a) * src->width, la->offset,
+                              chunk_name(s, la->chunk_id, name, sizeof name));
+            a = e;
+        } else {
+            zr_src_fill_prefix(src, a, prefix);
+            struct iovec iov[2] = {
+                {.iov_base = prefix, .iov_len = zr_src_prefix(src, a)},
+                {.iov_base = (void *)src->recs[a].data, .iov_len = zr_src_payload(src, a)},
+            };
+            rc = zr_writev_all(fd, iov, 2, la->offset, chunk_name(s, la->chunk_id, name, sizeof name));
+            a++;
+        }
+        if (rc != 0)
+            set_error(c, rc);
+    }
+}
+
+static int raw_window(struct append_ctx *c)
+{
+    zr_store *s = c->s;
+    for (uint64_t k = c->w0; k < c->w1; k++) {
+        struct zr_loc *l = &c->locs[k - c->w0];
+        uint64_t size = zr_src_prefix(c->src, k) + zr_src_payload(c->src, k);
+        int rc = reserve(s, size, l);
+        if (rc != 0)
+            return rc;
+        l->phys_length = l->logic_length = (uint32_t)size;
+    }
+    uint64_t count = c->w1 - c->w0;
+    c->nshards = ZR_MIN((uint64_t)zr_pool_threads(), count);
+    zr_pool_run(c->nshards, raw_shard, c);
+    return 0;
+}
+
+/* Compressed: each shard is a worker loop claiming records one by one. */
+static void zstd_shard(void *arg, size_t k)
+{
+    ZR_UNUSED(k);
+    struct append_ctx *c = arg;
+    zr_store *s = c->s;
+    const struct zr_src *src = c->src;
+    ZSTD_CCtx *cctx = zr_cctx_get();
+    uint8_t *stage = NULL, *out = NULL;
+    size_t stage_cap = 0, out_cap = 0;
+    char name[64];
+    int rc = 0;
+    if (!cctx) {
+        set_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
+        return;
+    }
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    size_t zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(zr))
+        zr = s->cdict ? ZSTD_CCtx_refCDict(cctx, s->cdict)
+                      : ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZR_ZSTD_LEVEL);
+    if (ZSTD_isError(zr)) {
+        set_error(c, zr_err(ZR_ECODEC, "configuring zstd: %s", ZSTD_getErrorName(zr)));
+        zr_cctx_put(cctx);
+        return;
+    }
+    while (!atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        uint64_t r = atomic_fetch_add(&c->next, 1);
+        if (r >= c->w1)
+            break;
+        uint64_t pre = zr_src_prefix(src, r), pay = zr_src_payload(src, r);
+        size_t size = (size_t)(pre + pay);
+        const void *in;
+        if (src->kind == ZR_DENSE) {
+            in = src->base + r * src->width;
+        } else {
+            if (size > stage_cap) {
+                free(stage);
+                stage_cap = size;
+                stage = malloc(stage_cap);
+                if (!stage) {
+                    stage_cap = 0;
+                    rc = zr_err(ZR_ENOMEM, "staging record %llu", (unsigned long long)r);
+                    break;
+                }
+            }
+            zr_src_fill_prefix(src, r, stage);
+            memcpy(stage + pre, src->recs[r].data, pay);
+            in = stage;
+        }
+        size_t bound = ZSTD_compressBound(size);
+        if (bound > out_cap) {
+            free(out);
+            out_cap = bound;
+            out = malloc(out_cap);
+            if (!out) {
+                out_cap = 0;
+                rc = zr_err(ZR_ENOMEM, "compression buffer for record %llu", (unsigned long long)r);
+                break;
+            }
+        }
+        size_t z = ZSTD_compress2(cctx, out, out_cap, in, size);
+        if (ZSTD_isError(z)) {
+            rc = zr_err(ZR_ECODEC, "compressing record %llu: %s", (unsigned long long)r,
+                        ZSTD_getErrorName(z));
+            break;
+        }
+        if (z > s->chunk_cap) {
+            rc = zr_err(ZR_ETOOBIG, "record %llu compresses to %zu bytes, more than a chunk",
+                        (unsigned long long)r, z);
+            break;
+        }
+        struct zr_loc *l = &c->locs[r - c->w0];
+        if ((rc = reserve(s, z, l)) != 0)
+            break;
+        l->phys_length = (uint32_t)z;
+        l->logic_length = (uint32_t)size;
+        rc = zr_write_all(zr_ftable_at(&s->chunks, l->chunk_id)->fd, out, z, l->offset,
+                          chunk_name(s, l->chunk_id, name, sizeof name));
+        if (rc != 0)
+            break;
+    }
+    if (rc != 0)
+        set_error(c, rc);
+    free(stage);
+    free(out);
+    zr_cctx_put(cctx);
+}
+
+static int zstd_window(struct append_ctx *c)
+{
+    atomic_store(&c->next, c->w0);
+    c->nshards = ZR_MIN((uint64_t)zr_pool_threads(), c->w1 - c->w0);
+    zr_pool_run(c->nshards, zstd_shard, c);
+    return 0;
+}
+
+/* Write the window's table entries, adding loc segments as needed. */
+static int write_locs(zr_store *s, uint64_t first, const struct zr_loc *locs, uint64_t n,
+                      uint8_t *buf)
+{
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    uint64_t k = 0;
+    while (k < n) {
+        uint64_t i = first + k;
+        uint32_t g = (uint32_t)(i >> s->seg_shift);
+        uint64_t in_seg = i & (per_seg - 1);
+        uint64_t run = ZR_MIN(n - k, per_seg - in_seg);
+        int rc;
+        if (g >= atomic_load(&s->segs.count) && (rc = zr_ftable_add(s, &s->segs, g, true)) != 0)
+            return rc;
+        for (uint64_t j = 0; j < run; j++)
+            zr_loc_encode(&locs[k + j], buf + j * ZR_LOC_SIZE);
+        struct zr_file *f = zr_ftable_at(&s->segs, g);
+        char name[64];
+        snprintf(name, sizeof name, "%s/%u.loc", s->path, g);
+        rc = zr_write_all(f->fd, buf, run * ZR_LOC_SIZE, in_seg * ZR_LOC_SIZE, name);
+        if (rc != 0)
+            return rc;
+        uint64_t end = (in_seg + run) * ZR_LOC_SIZE;
+        if (end > atomic_load(&f->size))
+            atomic_store_explicit(&f->size, end, memory_order_release);
+        k += run;
+    }
+    return 0;
+}
+
+static int commit(zr_store *s, uint64_t length)
+{
+    struct zr_header h = s->hdr;
+    h.length = length;
+    h.tail_chunk = s->fr_chunk;
+    h.tail_offset = (uint32_t)s->fr_offset;
+    uint8_t raw[ZR_HEADER_SIZE];
+    zr_header_encode(&h, raw);
+    char name[64];
+    snprintf(name, sizeof name, "%s/meta.zr", s->path);
+    int rc = zr_write_all(s->metafd, raw, sizeof raw, 0, name);
+    if (rc != 0)
+        return rc;
+    /* Make the new bytes readable, then publish the length (R6). */
+    for (uint32_t c = s->hdr.tail_chunk; c <= h.tail_chunk; c++) {
+        struct zr_file *f = zr_ftable_at(&s->chunks, c);
+        if (f->wend > atomic_load(&f->size))
+            atomic_store_explicit(&f->size, f->wend, memory_order_release);
+    }
+    s->sync_chunk_lo = ZR_MIN(s->sync_chunk_lo, s->hdr.tail_chunk);
+    s->sync_seg_lo = ZR_MIN(s->sync_seg_lo, (uint32_t)(s->hdr.length >> s->seg_shift));
+    s->dirty = true;
+    s->hdr = h;
+    atomic_store_explicit(&s->length, length, memory_order_release);
+    return 0;
+}
+
+static int ensure_cdict(zr_store *s)
+{
+    if (s->codec != ZR_CODEC_ZSTD_DICT || s->cdict)
+        return 0;
+    s->cdict = ZSTD_createCDict(s->dict, s->dict_len, ZR_ZSTD_DICT_LEVEL);
+    if (!s->cdict)
+        return zr_err(ZR_ECODEC, "%s: cannot build a compression dictionary from dict.zr", s->path);
+    return 0;
+}
+
+int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t *first)
+{
+    pthread_mutex_lock(&s->append_lock);
+    uint64_t base = s->hdr.length;
+    uint64_t limit = ZR_MAX_FILES << s->seg_shift;
+    struct append_ctx c = {.s = s, .src = src};
+    uint8_t *locbuf = NULL;
+    int rc = 0;
+    pthread_mutex_init(&c.err_lock, NULL);
+    if (s->failed)
+        rc = zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
+    else if (n > limit - base)
+        rc = zr_err(ZR_ENOSPC, "%s: the record table is full", s->path);
+    if (rc == 0)
+        rc = ensure_cdict(s);
+    uint64_t wsize = ZR_MIN(n, (uint64_t)WINDOW);
+    if (rc == 0 && n > 0) {
+        c.locs = malloc(wsize * sizeof *c.locs);
+        locbuf = malloc(wsize * ZR_LOC_SIZE);
+        if (!c.locs || !locbuf)
+            rc = zr_err(ZR_ENOMEM, "append of %llu records", (unsigned long long)n);
+    }
+    for (uint64_t w0 = 0; rc == 0 && w0 < n; w0 += wsize) {
+        c.w0 = w0;
+        c.w1 = ZR_MIN(n, w0 + wsize);
+        rc = s->codec == ZR_CODEC_RAW ? raw_window(&c) : zstd_window(&c);
+        if (rc == 0 && c.err != 0) {
+            zr_err_restore(c.err, c.errmsg);
+            rc = c.err;
+        }
+        if (rc == 0)
+            rc = write_locs(s, base + c.w0, c.locs, c.w1 - c.w0, locbuf);
+    }
+    if (rc == 0 && n > 0)
+        rc = commit(s, base + n);
+    if (rc != 0) {
+        /* Nothing was committed: forget the reserved space (R8). */
+        s->fr_chunk = s->hdr.tail_chunk;
+        s->fr_offset = s->hdr.tail_offset;
+        uint32_t count = atomic_load(&s->chunks.count);
+        for (uint32_t k = s->hdr.tail_chunk; k < count; k++)
+            zr_ftable_at(&s->chunks, k)->wend = k == s->hdr.tail_chunk ? s->hdr.tail_offset : 0;
+    } else if (first) {
+        *first = base;
+    }
+    free(c.locs);
+    free(locbuf);
+    pthread_mutex_destroy(&c.err_lock);
+    pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}

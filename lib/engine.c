@@ -1,0 +1,575 @@
+/*
+ * engine.c: the life of a store handle: create, open, sync, close, the
+ * identity accessors, and the tables of chunk files and record-table
+ * segments.
+ *
+ * Rules enforced here (numbered as in doc/format.md):
+ *  R1. store.zr is written last at creation, after meta.zr, 0.loc,
+ *      0.chunk and any dict.zr are durable; a folder without it is not a
+ *      store. store.zr never changes afterwards.
+ *  R2. A read-write handle holds an exclusive flock on meta.zr for its
+ *      life, a read-only handle a shared one; a conflict fails at once.
+ *  R3. Chunks 0..tail_chunk exist; the loc segments cover entries
+ *      0..length-1. A store that breaks either does not open.
+ *  R4. A zstd_dict store has a non-empty dict.zr that zstd accepts; any
+ *      other store has none.
+ *  R5. Every table entry is checked against the files before the bytes it
+ *      names are touched (zr_loc_get), so a damaged entry is reported, and
+ *      the read-only mappings are never read past a file's end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "engine.h"
+#include "io.h"
+#include "pool.h"
+
+static uint64_t g_chunk_cap = ZR_CHUNK_CAPACITY;
+static uint64_t g_seg_entries = ZR_SEGMENT_ENTRIES;
+
+void zr_testing_set_geometry(uint64_t chunk_capacity, uint64_t segment_entries)
+{
+    g_chunk_cap = chunk_capacity ? chunk_capacity : ZR_CHUNK_CAPACITY;
+    g_seg_entries = segment_entries ? segment_entries : ZR_SEGMENT_ENTRIES;
+}
+
+static void ftable_init(struct zr_ftable *t, uint64_t cap, const char *suffix)
+{
+    for (int i = 0; i < ZR_DIR_SLOTS; i++)
+        atomic_init(&t->blocks[i], NULL);
+    atomic_init(&t->count, 0);
+    t->cap = cap;
+    t->suffix = suffix;
+}
+
+static void ftable_free(struct zr_ftable *t)
+{
+    uint32_t n = atomic_load(&t->count);
+    for (uint32_t i = 0; i < n; i++) {
+        struct zr_file *f = zr_ftable_at(t, i);
+        if (f->map)
+            zr_io.munmap((void *)f->map, t->cap);
+        if (f->fd >= 0)
+            zr_io.close(f->fd);
+    }
+    for (int i = 0; i < ZR_DIR_SLOTS; i++)
+        free(atomic_load(&t->blocks[i]));
+}
+
+int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    if (id != atomic_load(&t->count))
+        return zr_err(ZR_EINVAL, "%s: files must be added in order", name);
+    if (id >= ZR_MAX_FILES)
+        return zr_err(ZR_ENOSPC, "%s: the store has reached its file limit", name);
+    struct zr_file *block = atomic_load(&t->blocks[id / ZR_DIR_BLOCK]);
+    if (!block) {
+        block = calloc(ZR_DIR_BLOCK, sizeof *block);
+        if (!block)
+            return zr_err(ZR_ENOMEM, "%s", name);
+        atomic_store_explicit(&t->blocks[id / ZR_DIR_BLOCK], block, memory_order_release);
+    }
+    struct zr_file *f = &block[id % ZR_DIR_BLOCK];
+    int flags = s->writable ? O_RDWR : O_RDONLY;
+    if (create)
+        flags |= O_CREAT;
+    int fd = zr_io.openat(s->dirfd, name, flags, 0644);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return zr_err(ZR_ECORRUPT, "%s/%s is missing", s->path, name);
+        return zr_err_sys(errno, "opening %s/%s", s->path, name);
+    }
+    uint64_t size;
+    int rc = zr_file_size(fd, &size, name);
+    if (rc != 0) {
+        zr_io.close(fd);
+        return rc;
+    }
+    void *map = zr_io.mmap(NULL, t->cap, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        rc = zr_err_sys(errno, "mapping %s/%s", s->path, name);
+        zr_io.close(fd);
+        return rc;
+    }
+    f->fd = fd;
+    f->map = map;
+    f->wend = 0;
+    atomic_store_explicit(&f->size, ZR_MIN(size, t->cap), memory_order_relaxed);
+    if (create)
+        s->dir_dirty = true;
+    atomic_store_explicit(&t->count, id + 1, memory_order_release);
+    return 0;
+}
+
+static zr_store *store_alloc(const char *path, bool writable)
+{
+    zr_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->path = strdup(path);
+    if (!s->path) {
+        free(s);
+        return NULL;
+    }
+    s->dirfd = -1;
+    s->metafd = -1;
+    s->writable = writable;
+    s->chunk_cap = g_chunk_cap;
+    s->seg_shift = (uint32_t)__builtin_ctzll(g_seg_entries);
+    ftable_init(&s->chunks, s->chunk_cap, "chunk");
+    ftable_init(&s->segs, (uint64_t)ZR_LOC_SIZE << s->seg_shift, "loc");
+    atomic_init(&s->length, 0);
+    pthread_mutex_init(&s->append_lock, NULL);
+    pthread_mutex_init(&s->frontier_lock, NULL);
+    return s;
+}
+
+ZR_API void zr_close(zr_store *s)
+{
+    if (!s)
+        return;
+    ftable_free(&s->chunks);
+    ftable_free(&s->segs);
+    ZSTD_freeDDict(s->ddict);
+    ZSTD_freeCDict(s->cdict);
+    free(s->dict);
+    if (s->metafd >= 0)
+        zr_io.close(s->metafd); /* releases the flock */
+    if (s->dirfd >= 0)
+        zr_io.close(s->dirfd);
+    pthread_mutex_destroy(&s->append_lock);
+    pthread_mutex_destroy(&s->frontier_lock);
+    free(s->path);
+    free(s);
+}
+
+/* Take the handle's lock on meta.zr: shared or exclusive, never waiting. */
+static int take_lock(zr_store *s)
+{
+    if (zr_io.flock(s->metafd, (s->writable ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+        return 0;
+    if (errno == EWOULDBLOCK)
+        return zr_err(ZR_EBUSY, "%s is %s by another handle", s->path,
+                      s->writable ? "open" : "open for writing");
+    return zr_err_sys(errno, "locking %s/meta.zr", s->path);
+}
+
+static int load_dict(zr_store *s)
+{
+    void *buf;
+    size_t len;
+    int rc = zr_read_small_file(s->dirfd, ZR_DICT_FILE, ZR_DICT_MAX, &buf, &len, 1);
+    if (rc != 0)
+        return rc;
+    if (s->codec != ZR_CODEC_ZSTD_DICT) {
+        free(buf);
+        if (buf)
+            return zr_err(ZR_ECORRUPT, "%s: dict.zr present in a %s store", s->path,
+                          zr_codec_name(s->codec));
+        return 0;
+    }
+    if (!buf)
+        return zr_err(ZR_ECORRUPT, "%s: dict.zr is missing from a zstd_dict store", s->path);
+    if (len == 0) {
+        free(buf);
+        return zr_err(ZR_ECORRUPT, "%s: dict.zr is empty", s->path);
+    }
+    s->dict = buf;
+    s->dict_len = len;
+    s->ddict = ZSTD_createDDict(buf, len);
+    if (!s->ddict)
+        return zr_err(ZR_ECORRUPT, "%s: dict.zr is not a usable zstd dictionary", s->path);
+    return 0;
+}
+
+static int open_dir(zr_store *s, const char *path)
+{
+    s->dirfd = zr_io.openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0);
+    if (s->dirfd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return zr_err(ZR_ENOTSTORE, "%s is not a store folder", path);
+        return zr_err_sys(errno, "opening %s", path);
+    }
+    return 0;
+}
+
+/* Open the store's files and check them against the header (R3, R4). */
+static int load_tables(zr_store *s)
+{
+    uint8_t raw[ZR_HEADER_SIZE];
+    uint64_t size;
+    int rc = zr_file_size(s->metafd, &size, "meta.zr");
+    if (rc != 0)
+        return rc;
+    if (size != ZR_HEADER_SIZE)
+        return zr_err(ZR_ECORRUPT, "%s/meta.zr is %llu bytes, not %d", s->path,
+                      (unsigned long long)size, ZR_HEADER_SIZE);
+    if ((rc = zr_read_exact(s->metafd, raw, sizeof raw, 0, "meta.zr")) != 0)
+        return rc;
+    if ((rc = zr_header_decode(raw, &s->hdr)) != 0)
+        return rc;
+    s->codec = s->hdr.codec;
+    if ((rc = load_dict(s)) != 0)
+        return rc;
+    if (s->hdr.tail_offset > s->chunk_cap)
+        return zr_err(ZR_ECORRUPT, "%s/meta.zr: tail offset %u exceeds the chunk capacity",
+                      s->path, s->hdr.tail_offset);
+    if ((uint64_t)s->hdr.tail_chunk >= ZR_MAX_FILES)
+        return zr_err(ZR_ECORRUPT, "%s/meta.zr: tail chunk %u is out of range", s->path,
+                      s->hdr.tail_chunk);
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    if (s->hdr.length > ZR_MAX_FILES * per_seg)
+        return zr_err(ZR_ECORRUPT, "%s/meta.zr: length %llu is out of range", s->path,
+                      (unsigned long long)s->hdr.length);
+    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++)
+        if ((rc = zr_ftable_add(s, &s->chunks, c, false)) != 0)
+            return rc;
+    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
+    if (s->writable && atomic_load(&tail->size) < s->hdr.tail_offset)
+        return zr_err(ZR_ECORRUPT, "%s/%u.chunk is shorter than the header's frontier %u",
+                      s->path, s->hdr.tail_chunk, s->hdr.tail_offset);
+    uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
+    for (uint64_t g = 0; g < nseg; g++) {
+        if ((rc = zr_ftable_add(s, &s->segs, (uint32_t)g, false)) != 0)
+            return rc;
+        uint64_t need = ZR_MIN(per_seg, s->hdr.length - g * per_seg) * ZR_LOC_SIZE;
+        uint64_t have = atomic_load(&zr_ftable_at(&s->segs, (uint32_t)g)->size);
+        if (have < need)
+            return zr_err(ZR_ECORRUPT, "%s/%llu.loc holds %llu entries, the header needs %llu",
+                          s->path, (unsigned long long)g, (unsigned long long)(have / ZR_LOC_SIZE),
+                          (unsigned long long)(need / ZR_LOC_SIZE));
+    }
+    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++) {
+        struct zr_file *f = zr_ftable_at(&s->chunks, c);
+        f->wend = c == s->hdr.tail_chunk ? s->hdr.tail_offset : atomic_load(&f->size);
+    }
+    s->fr_chunk = s->hdr.tail_chunk;
+    s->fr_offset = s->hdr.tail_offset;
+    s->sync_chunk_lo = s->hdr.tail_chunk;
+    s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
+    atomic_store_explicit(&s->length, s->hdr.length, memory_order_release);
+    return 0;
+}
+
+ZR_API int zr_open(zr_store **out, const char *path, int mode)
+{
+    if (!out || !path || (mode != ZR_RDONLY && mode != ZR_RDWR))
+        return zr_err(ZR_EINVAL, "zr_open: bad arguments");
+    *out = NULL;
+    zr_store *s = store_alloc(path, mode == ZR_RDWR);
+    if (!s)
+        return zr_err(ZR_ENOMEM, "opening %s", path);
+    int rc = open_dir(s, path);
+    if (rc != 0)
+        goto fail;
+    s->metafd = zr_io.openat(s->dirfd, ZR_META_FILE, s->writable ? O_RDWR : O_RDONLY, 0);
+    if (s->metafd < 0) {
+        int e = errno;
+        struct stat st;
+        if (e == ENOENT && zr_io.fstatat(s->dirfd, ZR_STORE_FILE, &st, 0) != 0)
+            rc = zr_err(ZR_ENOTSTORE, "%s holds no store", path);
+        else if (e == ENOENT)
+            rc = zr_err(ZR_ECORRUPT, "%s/meta.zr is missing", path);
+        else
+            rc = zr_err_sys(e, "opening %s/meta.zr", path);
+        goto fail;
+    }
+    if ((rc = take_lock(s)) != 0)
+        goto fail;
+    void *idbuf;
+    size_t idlen;
+    rc = zr_read_small_file(s->dirfd, ZR_STORE_FILE, ZR_IDENTITY_MAX, &idbuf, &idlen, 0);
+    if (rc == ZR_ENOTSTORE)
+        rc = zr_err(ZR_ENOTSTORE, "%s has no store.zr (not a store, or its creation never finished)",
+                    path);
+    if (rc != 0)
+        goto fail;
+    rc = zr_identity_decode(idbuf, idlen, &s->id);
+    free(idbuf);
+    if (rc != 0)
+        goto fail;
+    if (s->id.kind == ZR_DENSE) {
+        s->width = s->id.itemsize;
+        for (uint32_t i = 0; i < s->id.ndim; i++)
+            s->width *= s->id.shape[i];
+    }
+    if ((rc = load_tables(s)) != 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    zr_close(s);
+    return rc;
+}
+
+/* Create every missing folder of path, like mkdir -p. */
+static int make_dirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return zr_err(ZR_ENOMEM, "creating %s", path);
+    int rc = 0;
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q != '\0')
+            continue;
+        char saved = *q;
+        *q = '\0';
+        if (zr_io.mkdirat(AT_FDCWD, p, 0755) != 0 && errno != EEXIST) {
+            rc = zr_err_sys(errno, "creating folder %s", p);
+            break;
+        }
+        *q = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    return rc;
+}
+
+static int sync_fd(int fd, const char *what, const char *path)
+{
+    if (zr_io.fsync(fd) != 0)
+        return zr_err_sys(errno, "syncing %s/%s", path, what);
+    return 0;
+}
+
+int zr_engine_create(zr_store **out, const char *path, const struct zr_identity *id,
+                     const zr_create_opts *opts)
+{
+    zr_create_opts none = {0};
+    if (!opts)
+        opts = &none;
+    *out = NULL;
+    int codec = opts->codec;
+    if (codec < ZR_CODEC_RAW || codec > ZR_CODEC_ZSTD_DICT)
+        return zr_err(ZR_EINVAL, "unknown codec %d", codec);
+    if (codec == ZR_CODEC_ZSTD_DICT && (!opts->dict || opts->dict_len == 0))
+        return zr_err(ZR_EINVAL, "a zstd_dict store needs its dictionary at creation");
+    if (codec == ZR_CODEC_ZSTD_DICT && opts->dict_len > ZR_DICT_MAX)
+        return zr_err(ZR_EINVAL, "dictionary of %zu bytes exceeds %u", opts->dict_len,
+                      ZR_DICT_MAX);
+    if (codec != ZR_CODEC_ZSTD_DICT && opts->dict)
+        return zr_err(ZR_EINVAL, "a dictionary is only used by zstd_dict stores");
+    int rc = make_dirs(path);
+    if (rc != 0)
+        return rc;
+    zr_store *s = store_alloc(path, true);
+    void *idbuf = NULL;
+    size_t idlen = 0;
+    if (!s)
+        return zr_err(ZR_ENOMEM, "creating %s", path);
+    s->id = *id;
+    s->codec = codec;
+    if ((rc = open_dir(s, path)) != 0)
+        goto fail;
+    s->metafd = zr_io.openat(s->dirfd, ZR_META_FILE, O_RDWR | O_CREAT, 0644);
+    if (s->metafd < 0) {
+        rc = zr_err_sys(errno, "creating %s/meta.zr", path);
+        goto fail;
+    }
+    if ((rc = take_lock(s)) != 0)
+        goto fail;
+    struct stat st;
+    if (zr_io.fstatat(s->dirfd, ZR_STORE_FILE, &st, 0) == 0) {
+        rc = zr_err(ZR_EEXIST, "%s already holds a store", path);
+        goto fail;
+    }
+    /* Leftovers of an unfinished creation are replaced (R1). */
+    if (zr_io.ftruncate(s->metafd, 0) != 0) {
+        rc = zr_err_sys(errno, "truncating %s/meta.zr", path);
+        goto fail;
+    }
+    zr_io.unlinkat(s->dirfd, ZR_DICT_FILE, 0);
+    s->hdr = (struct zr_header){.codec = (uint8_t)codec};
+    uint8_t raw[ZR_HEADER_SIZE];
+    zr_header_encode(&s->hdr, raw);
+    if ((rc = zr_write_all(s->metafd, raw, sizeof raw, 0, "meta.zr")) != 0)
+        goto fail;
+    if ((rc = sync_fd(s->metafd, "meta.zr", path)) != 0)
+        goto fail;
+    static const char *const first_files[] = {"0.chunk", "0.loc"};
+    for (int i = 0; i < 2; i++) {
+        const char *name = first_files[i];
+        int fd = zr_io.openat(s->dirfd, name, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) {
+            rc = zr_err_sys(errno, "creating %s/%s", path, name);
+            goto fail;
+        }
+        rc = sync_fd(fd, name, path);
+        zr_io.close(fd);
+        if (rc != 0)
+            goto fail;
+    }
+    if (codec == ZR_CODEC_ZSTD_DICT) {
+        s->ddict = ZSTD_createDDict(opts->dict, opts->dict_len);
+        if (!s->ddict) {
+            rc = zr_err(ZR_ECODEC, "the dictionary is not usable by zstd");
+            goto fail;
+        }
+        s->dict = malloc(opts->dict_len);
+        if (!s->dict) {
+            rc = zr_err(ZR_ENOMEM, "copying the dictionary");
+            goto fail;
+        }
+        memcpy(s->dict, opts->dict, opts->dict_len);
+        s->dict_len = opts->dict_len;
+        if ((rc = zr_write_file_atomic(s->dirfd, ZR_DICT_FILE, s->dict, s->dict_len)) != 0)
+            goto fail;
+    }
+    if ((rc = zr_ftable_add(s, &s->chunks, 0, false)) != 0)
+        goto fail;
+    if ((rc = zr_ftable_add(s, &s->segs, 0, false)) != 0)
+        goto fail;
+    if ((rc = sync_fd(s->dirfd, ".", path)) != 0)
+        goto fail;
+    if ((rc = zr_identity_encode(&s->id, &idbuf, &idlen)) != 0)
+        goto fail;
+    if ((rc = zr_write_file_atomic(s->dirfd, ZR_STORE_FILE, idbuf, idlen)) != 0)
+        goto fail;
+    if ((rc = sync_fd(s->dirfd, ".", path)) != 0)
+        goto fail;
+    free(idbuf);
+    if (s->id.kind == ZR_DENSE) {
+        s->width = s->id.itemsize;
+        for (uint32_t i = 0; i < s->id.ndim; i++)
+            s->width *= s->id.shape[i];
+    }
+    s->dir_dirty = false;
+    *out = s;
+    return 0;
+fail:
+    free(idbuf);
+    zr_close(s);
+    return rc;
+}
+
+/* Sync order: chunks, then loc segments, then the folder, then meta.zr. */
+ZR_API int zr_sync(zr_store *s)
+{
+    if (!s)
+        return zr_err(ZR_EINVAL, "zr_sync: NULL handle");
+    if (!s->writable)
+        return zr_err(ZR_EROFS, "%s is open read-only", s->path);
+    pthread_mutex_lock(&s->append_lock);
+    int rc = 0;
+    if (s->failed)
+        rc = zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
+    if (rc == 0 && s->dirty) {
+        uint32_t nchunks = atomic_load(&s->chunks.count);
+        for (uint32_t c = s->sync_chunk_lo; rc == 0 && c < nchunks; c++)
+            if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
+                rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+        uint32_t nsegs = atomic_load(&s->segs.count);
+        for (uint32_t g = s->sync_seg_lo; rc == 0 && g < nsegs; g++)
+            if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
+                rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+        if (rc == 0 && s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
+            rc = zr_err_sys(errno, "syncing folder %s", s->path);
+        if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/meta.zr", s->path);
+        if (rc != 0) {
+            /* After a failed fsync the kernel may have dropped the dirty
+             * pages; retrying would report success for lost data. */
+            s->failed = true;
+        } else {
+            s->dirty = false;
+            s->dir_dirty = false;
+            s->sync_chunk_lo = s->hdr.tail_chunk;
+            s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
+        }
+    }
+    pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}
+
+int zr_loc_error(const zr_store *s, uint64_t index, const char *why)
+{
+    return zr_err(ZR_ECORRUPT, "%s/%llu.loc entry %llu (record %llu): %s", s->path,
+                  (unsigned long long)(index >> s->seg_shift),
+                  (unsigned long long)(index & (((uint64_t)1 << s->seg_shift) - 1)),
+                  (unsigned long long)index, why);
+}
+
+int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
+{
+    uint32_t g = (uint32_t)(index >> s->seg_shift);
+    uint64_t off = (index & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
+    if (g >= atomic_load_explicit(&s->segs.count, memory_order_acquire))
+        return ZR_ECORRUPT;
+    const struct zr_file *seg = zr_ftable_at(&s->segs, g);
+    if (off + ZR_LOC_SIZE > atomic_load_explicit(&seg->size, memory_order_acquire))
+        return ZR_ECORRUPT;
+    zr_loc_decode(seg->map + off, loc);
+    if (loc->chunk_id >= atomic_load_explicit(&s->chunks.count, memory_order_acquire))
+        return ZR_ECORRUPT;
+    const struct zr_file *ch = zr_ftable_at(&s->chunks, loc->chunk_id);
+    if ((uint64_t)loc->offset + loc->phys_length >
+        atomic_load_explicit(&ch->size, memory_order_acquire))
+        return ZR_ECORRUPT;
+    if (loc->phys_length == 0 || loc->logic_length == 0 || loc->logic_length > ZR_MAX_RECORD)
+        return ZR_ECORRUPT;
+    if (s->codec == ZR_CODEC_RAW && loc->phys_length != loc->logic_length)
+        return ZR_ECORRUPT;
+    if (s->width && loc->logic_length != s->width)
+        return ZR_ECORRUPT;
+    return 0;
+}
+
+int zr_check_indices(const zr_store *s, const uint64_t *idx, size_t n, uint64_t *length)
+{
+    uint64_t len = atomic_load_explicit(&s->length, memory_order_acquire);
+    for (size_t k = 0; k < n; k++)
+        if (idx[k] >= len)
+            return zr_err(ZR_ERANGE, "%s: index %llu (position %zu) is out of range for %llu records",
+                          s->path, (unsigned long long)idx[k], k, (unsigned long long)len);
+    *length = len;
+    return 0;
+}
+
+ZR_API int zr_kind(const zr_store *s) { return s->id.kind; }
+ZR_API uint64_t zr_len(const zr_store *s)
+{
+    return atomic_load_explicit(&s->length, memory_order_acquire);
+}
+ZR_API const char *zr_dtype(const zr_store *s) { return s->id.dtype; }
+ZR_API uint64_t zr_itemsize(const zr_store *s) { return s->id.itemsize; }
+ZR_API const uint64_t *zr_item_shape(const zr_store *s, uint32_t *ndim)
+{
+    if (ndim)
+        *ndim = s->id.kind == ZR_DENSE ? s->id.ndim : 0;
+    return s->id.kind == ZR_DENSE ? s->id.shape : NULL;
+}
+ZR_API uint64_t zr_record_width(const zr_store *s) { return s->width; }
+ZR_API int zr_codec(const zr_store *s) { return s->codec; }
+ZR_API const char *zr_path(const zr_store *s) { return s->path; }
+ZR_API int zr_writable(const zr_store *s) { return s->writable; }
+
+ZR_API const char *zr_codec_name(int codec)
+{
+    switch (codec) {
+    case ZR_CODEC_RAW: return "raw";
+    case ZR_CODEC_ZSTD: return "zstd";
+    case ZR_CODEC_ZSTD_DICT: return "zstd_dict";
+    default: return "unknown";
+    }
+}
+
+ZR_API int64_t zr_dtype_itemsize(const char *dtype)
+{
+    int64_t n = zr_dtype_parse(dtype);
+    if (n < 0)
+        return zr_err(ZR_EINVAL, "'%s' is not a supported dtype spelling", dtype ? dtype : "(null)");
+    return n;
+}
+
+ZR_API int zr_threads(void) { return zr_pool_threads(); }

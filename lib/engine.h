@@ -1,0 +1,139 @@
+/*
+ * engine.h: the store handle shared by the engine's modules (engine.c
+ * opens, creates and syncs; append.c and gather.c move records; dense.c
+ * and ragged.c are the typed front doors).
+ */
+#ifndef ZR_ENGINE_H
+#define ZR_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <zstd.h>
+
+#include "format.h"
+#include "internal.h"
+
+/* Chunk files and loc segments live in a two-level directory of fixed
+ * blocks that never move, so a gather can index them without a lock while
+ * an append adds files: ZR_DIR_SLOTS blocks of ZR_DIR_BLOCK files. */
+#define ZR_DIR_SLOTS 1024
+#define ZR_DIR_BLOCK 1024
+#define ZR_MAX_FILES ((uint64_t)ZR_DIR_SLOTS * ZR_DIR_BLOCK)
+
+struct zr_file {
+    int fd;
+    const uint8_t *map;     /* read-only mapping of the table's capacity */
+    _Atomic uint64_t size;  /* bytes known to exist in the file: safe to read */
+    uint64_t wend;          /* writer: end of the bytes reserved in this file */
+};
+
+struct zr_ftable {
+    struct zr_file *_Atomic blocks[ZR_DIR_SLOTS];
+    _Atomic uint32_t count; /* files 0..count-1 are open and mapped */
+    uint64_t cap;           /* bytes mapped per file */
+    const char *suffix;     /* "chunk" or "loc" */
+};
+
+static inline struct zr_file *zr_ftable_at(const struct zr_ftable *t, uint32_t id)
+{
+    struct zr_file *b = atomic_load_explicit(&t->blocks[id / ZR_DIR_BLOCK], memory_order_acquire);
+    return &b[id % ZR_DIR_BLOCK];
+}
+
+struct zr_store {
+    char *path;
+    int dirfd;
+    int metafd; /* holds the flock for the handle's lifetime */
+    bool writable;
+
+    struct zr_identity id;
+    uint64_t width; /* Dense record bytes; 0 for Ragged */
+    int codec;
+    void *dict;
+    size_t dict_len;
+    ZSTD_DDict *ddict;
+    ZSTD_CDict *cdict; /* made on first compressed append */
+
+    _Atomic uint64_t length; /* committed records; release-published */
+
+    uint64_t chunk_cap;    /* logical chunk capacity in bytes */
+    uint32_t seg_shift;    /* log2 of entries per loc segment */
+    struct zr_ftable chunks;
+    struct zr_ftable segs;
+
+    /* Writer state, guarded by append_lock. */
+    pthread_mutex_t append_lock;
+    struct zr_header hdr;     /* the committed header */
+    uint32_t sync_chunk_lo;   /* lowest chunk written since the last sync */
+    uint32_t sync_seg_lo;     /* lowest segment written since the last sync */
+    bool dirty;               /* something was written since the last sync */
+    bool dir_dirty;           /* files were created since the last sync */
+    bool failed;              /* an fsync failed: refuse further writes */
+
+    /* The write frontier during an append, guarded by frontier_lock. */
+    pthread_mutex_t frontier_lock;
+    uint32_t fr_chunk;
+    uint64_t fr_offset;
+};
+
+/* Geometry overrides for tests, so that chunk and segment rollover can be
+ * exercised without 4 GiB files. Applies to stores created or opened
+ * afterwards in this process; a store must always be opened with the
+ * geometry it was written with. segment_entries must be a power of two.
+ * Passing zeros restores the defaults. */
+void zr_testing_set_geometry(uint64_t chunk_capacity, uint64_t segment_entries);
+
+int zr_engine_create(zr_store **out, const char *path, const struct zr_identity *id,
+                     const zr_create_opts *opts);
+
+/* Open (or create) file id of a table, map it and make it visible. */
+int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
+
+/* Check a record-table entry against the store's files; on success fills
+ * *loc. Sets no message (callers name the entry). */
+int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
+
+/* Format a message for a bad entry into this thread's last error. */
+int zr_loc_error(const zr_store *s, uint64_t index, const char *why);
+
+/* A record source for append: Dense records back to back, or Ragged
+ * records whose shape prefix is produced on the fly. */
+struct zr_src {
+    int kind;
+    const uint8_t *base;  /* Dense */
+    uint64_t width;       /* Dense */
+    const zr_rec *recs;   /* Ragged */
+    uint64_t itemsize;    /* Ragged */
+};
+
+static inline uint64_t zr_src_payload(const struct zr_src *src, uint64_t k)
+{
+    if (src->kind == ZR_DENSE)
+        return src->width;
+    uint64_t n = src->itemsize;
+    for (uint32_t d = 0; d < src->recs[k].ndim; d++)
+        n *= src->recs[k].shape[d];
+    return n;
+}
+
+static inline uint64_t zr_src_prefix(const struct zr_src *src, uint64_t k)
+{
+    return src->kind == ZR_DENSE ? 0 : 8 * (1 + (uint64_t)src->recs[k].ndim);
+}
+
+/* Write the prefix of Ragged record k (8 * (1 + ndim) bytes) to out. */
+void zr_src_fill_prefix(const struct zr_src *src, uint64_t k, uint8_t *out);
+
+int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t *first);
+
+/* Gather records idx[0..n) to dst + offsets[k] (or dst + k * width when
+ * offsets is NULL), each exactly sizes expected by the entry. */
+int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
+                     const uint64_t *offsets);
+
+/* Check every index is below the committed length. */
+int zr_check_indices(const zr_store *s, const uint64_t *idx, size_t n, uint64_t *length);
+
+#endif

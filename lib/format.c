@@ -1,0 +1,220 @@
+/*
+ * format.c: encoding and validation of the store's small structures.
+ *
+ * Every function that decodes bytes from disk treats them as hostile: it
+ * checks each field against the limits in doc/format.md before the engine
+ * uses it, and reports ZR_ECORRUPT with a message rather than trusting it.
+ * All multi-byte integers are little-endian whatever the host.
+ */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+void zr_header_encode(const struct zr_header *h, uint8_t out[ZR_HEADER_SIZE])
+{
+    memset(out, 0, ZR_HEADER_SIZE);
+    zr_store64(out, h->length);
+    zr_store32(out + 8, h->tail_chunk);
+    zr_store32(out + 12, h->tail_offset);
+    out[16] = h->codec;
+}
+
+int zr_header_decode(const uint8_t in[ZR_HEADER_SIZE], struct zr_header *h)
+{
+    h->length = zr_load64(in);
+    h->tail_chunk = zr_load32(in + 8);
+    h->tail_offset = zr_load32(in + 12);
+    h->codec = in[16];
+    if (h->codec > ZR_CODEC_ZSTD_DICT)
+        return zr_err(ZR_ECORRUPT, "meta.zr: unknown codec byte %u", h->codec);
+    for (int i = 17; i < ZR_HEADER_SIZE; i++)
+        if (in[i] != 0)
+            return zr_err(ZR_ECORRUPT, "meta.zr: reserved byte %d is not zero", i);
+    return 0;
+}
+
+static int64_t parse_decimal(const char *s)
+{
+    if (*s < '1' || *s > '9')
+        return -1;
+    int64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 100000000)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+int64_t zr_dtype_parse(const char *dtype)
+{
+    if (!dtype)
+        return ZR_EINVAL;
+    size_t len = strnlen(dtype, ZR_DTYPE_MAX);
+    if (len < 3 || len >= ZR_DTYPE_MAX)
+        return ZR_EINVAL;
+    char order = dtype[0], kind = dtype[1];
+    int64_t n = parse_decimal(dtype + 2);
+    if (n <= 0)
+        return ZR_EINVAL;
+    int64_t size;
+    switch (kind) {
+    case 'b':
+        size = n == 1 ? 1 : -1;
+        break;
+    case 'i':
+    case 'u':
+        size = (n == 1 || n == 2 || n == 4 || n == 8) ? n : -1;
+        break;
+    case 'f':
+        size = (n == 2 || n == 4 || n == 8) ? n : -1;
+        break;
+    case 'c':
+        size = (n == 8 || n == 16) ? n : -1;
+        break;
+    case 'S':
+    case 'V':
+        size = n;
+        break;
+    case 'U':
+        size = n * 4;
+        break;
+    default:
+        size = -1;
+    }
+    if (size < 0)
+        return ZR_EINVAL;
+    /* NumPy spells one-byte and byte-string types with '|', wider numbers
+     * with their byte order; anything else is not a dtype.str. */
+    bool no_order = size == 1 || kind == 'S' || kind == 'V';
+    if (kind == 'U')
+        no_order = false;
+    if (no_order ? order != '|' : (order != '<' && order != '>'))
+        return ZR_EINVAL;
+    return size;
+}
+
+int zr_identity_encode(const struct zr_identity *id, void **buf, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    size_t dlen = strlen(id->dtype);
+    int bad = msgpack_pack_map(&pk, id->kind == ZR_DENSE ? 2 : 1);
+    bad |= msgpack_pack_str(&pk, 5);
+    bad |= msgpack_pack_str_body(&pk, "dtype", 5);
+    bad |= msgpack_pack_str(&pk, dlen);
+    bad |= msgpack_pack_str_body(&pk, id->dtype, dlen);
+    if (id->kind == ZR_DENSE) {
+        bad |= msgpack_pack_str(&pk, 10);
+        bad |= msgpack_pack_str_body(&pk, "item_shape", 10);
+        bad |= msgpack_pack_array(&pk, id->ndim);
+        for (uint32_t i = 0; i < id->ndim; i++)
+            bad |= msgpack_pack_uint64(&pk, id->shape[i]);
+    }
+    if (bad) {
+        msgpack_sbuffer_destroy(&sb);
+        return zr_err(ZR_ENOMEM, "encoding store.zr");
+    }
+    *buf = sb.data;
+    *len = sb.size;
+    return 0;
+}
+
+static bool key_is(const msgpack_object *o, const char *name)
+{
+    size_t n = strlen(name);
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, name, n) == 0;
+}
+
+static int decode_map(const msgpack_object *root, struct zr_identity *id)
+{
+    if (root->type != MSGPACK_OBJECT_MAP)
+        return zr_err(ZR_ECORRUPT, "store.zr: not a msgpack map");
+    const msgpack_object_map *m = &root->via.map;
+    const msgpack_object *dtype = NULL, *shape = NULL;
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        if (key_is(k, "dtype") && !dtype)
+            dtype = v;
+        else if (key_is(k, "item_shape") && !shape)
+            shape = v;
+        else
+            return zr_err(ZR_ECORRUPT, "store.zr: unexpected or repeated key");
+    }
+    if (!dtype)
+        return zr_err(ZR_ECORRUPT, "store.zr: no dtype");
+    if (dtype->type != MSGPACK_OBJECT_STR || dtype->via.str.size >= ZR_DTYPE_MAX)
+        return zr_err(ZR_ECORRUPT, "store.zr: dtype is not a short string");
+    memset(id, 0, sizeof *id);
+    memcpy(id->dtype, dtype->via.str.ptr, dtype->via.str.size);
+    if (memchr(id->dtype, '\0', dtype->via.str.size))
+        return zr_err(ZR_ECORRUPT, "store.zr: dtype holds a NUL byte");
+    int64_t itemsize = zr_dtype_parse(id->dtype);
+    if (itemsize <= 0)
+        return zr_err(ZR_ECORRUPT, "store.zr: unsupported dtype '%s'", id->dtype);
+    id->itemsize = (uint64_t)itemsize;
+    id->kind = shape ? ZR_DENSE : ZR_RAGGED;
+    if (!shape)
+        return 0;
+    if (shape->type != MSGPACK_OBJECT_ARRAY || shape->via.array.size > ZR_MAX_NDIM)
+        return zr_err(ZR_ECORRUPT, "store.zr: item_shape is not an array of at most %d dims",
+                      ZR_MAX_NDIM);
+    id->ndim = shape->via.array.size;
+    uint64_t width = id->itemsize;
+    for (uint32_t i = 0; i < id->ndim; i++) {
+        const msgpack_object *d = &shape->via.array.ptr[i];
+        if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER || d->via.u64 == 0)
+            return zr_err(ZR_ECORRUPT, "store.zr: item_shape[%u] is not a positive integer", i);
+        id->shape[i] = d->via.u64;
+        if (!zr_mul_ok(width, d->via.u64, &width) || width > ZR_MAX_RECORD)
+            return zr_err(ZR_ECORRUPT, "store.zr: record width exceeds 2 GiB");
+    }
+    return 0;
+}
+
+int zr_identity_decode(const void *buf, size_t len, struct zr_identity *id)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    int rc;
+    msgpack_unpack_return r = msgpack_unpack_next(&u, buf, len, &off);
+    if (r != MSGPACK_UNPACK_SUCCESS)
+        rc = zr_err(ZR_ECORRUPT, "store.zr: not valid msgpack");
+    else if (off != len)
+        rc = zr_err(ZR_ECORRUPT, "store.zr: %zu trailing bytes after the map", len - off);
+    else
+        rc = decode_map(&u.data, id);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+int zr_prefix_check(const uint8_t *rec, uint64_t size, uint64_t itemsize, uint32_t *ndim,
+                    uint64_t *payload_off)
+{
+    if (size < 8)
+        return ZR_ECORRUPT;
+    uint64_t nd = zr_load64(rec);
+    if (nd > ZR_MAX_NDIM)
+        return ZR_ECORRUPT;
+    uint64_t prefix = 8 * (1 + nd);
+    if (prefix >= size)
+        return ZR_ECORRUPT;
+    uint64_t count = itemsize;
+    for (uint64_t i = 0; i < nd; i++) {
+        uint64_t d = zr_load64(rec + 8 + 8 * i);
+        if (!zr_mul_ok(count, d, &count) || count > ZR_MAX_RECORD)
+            return ZR_ECORRUPT;
+    }
+    if (count != size - prefix)
+        return ZR_ECORRUPT;
+    *ndim = (uint32_t)nd;
+    *payload_off = prefix;
+    return 0;
+}

@@ -1,0 +1,257 @@
+/*
+ * loaderx.h: the public API of libloaderx.
+ *
+ * If a name is not declared in this header (or in a header it includes), it
+ * is not part of the published API and may change without notice.
+ *
+ * Conventions used by every function below:
+ *  - Fallible calls return int: 0 on success, a negative ZR_E* code on
+ *    failure. The codes are pinned forever.
+ *  - After a failure, zr_last_error() gives a message naming the file, the
+ *    entry and the detail. The message is per thread, like errno.
+ *  - Handles are opaque and created through out-parameters. Close and free
+ *    functions return void and accept NULL.
+ *  - Nothing here prints, exits or aborts on bad input or a corrupt store.
+ *  - Everything read from disk is validated before use: a damaged store gives
+ *    ZR_ECORRUPT, never a crash or a silently wrong record.
+ */
+#ifndef LOADERX_H
+#define LOADERX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ZR_BUILDING_LIBRARY)
+#define ZR_API __attribute__((visibility("default")))
+#else
+#define ZR_API
+#endif
+
+#define ZR_VERSION_MAJOR 0
+#define ZR_VERSION_MINOR 1
+#define ZR_VERSION_PATCH 0
+
+/* Status codes. Values are pinned: never renumber, only append. */
+#define ZR_OK 0
+#define ZR_EINVAL -1     /* a bad argument (NULL pointer, bad flag, bad dtype string) */
+#define ZR_ENOMEM -2     /* an allocation failed */
+#define ZR_EIO -3        /* the operating system reported an I/O error */
+#define ZR_ECORRUPT -4   /* the store on disk is damaged or malformed */
+#define ZR_ENOTSTORE -5  /* the path does not hold a store */
+#define ZR_EEXIST -6     /* create: the path already holds a store */
+#define ZR_EBUSY -7      /* the store is locked by another handle or process */
+#define ZR_ERANGE -8     /* an index is out of range */
+#define ZR_EDTYPE -9     /* the data's dtype differs from the store's */
+#define ZR_ESHAPE -10    /* the data's item shape differs from the store's */
+#define ZR_ETOOBIG -11   /* a record is larger than ZR_MAX_RECORD bytes */
+#define ZR_EEMPTY -12    /* a record has zero bytes */
+#define ZR_EROFS -13     /* a write through a read-only handle */
+#define ZR_EKIND -14     /* a Dense call on a Ragged store or the reverse */
+#define ZR_ECODEC -15    /* compression, decompression setup or dictionary training failed */
+#define ZR_ENOSPC -16    /* the disk is full */
+
+/* Largest physical record (a Ragged record counts its shape prefix). */
+#define ZR_MAX_RECORD ((uint64_t)1 << 31)
+/* Largest number of dimensions of an item shape or a Ragged record shape. */
+#define ZR_MAX_NDIM 32
+
+/* Store kinds. */
+#define ZR_DENSE 1
+#define ZR_RAGGED 2
+
+/* Codecs; the values are the codec byte stored in meta.zr. */
+#define ZR_CODEC_RAW 0
+#define ZR_CODEC_ZSTD 1
+#define ZR_CODEC_ZSTD_DICT 2
+
+/* Open modes. */
+#define ZR_RDONLY 0
+#define ZR_RDWR 1
+
+/* Dictionary training tiers: dictionary size / training sample budget. */
+#define ZR_TIER_FAST 0     /* 32 KiB dictionary, 4 MiB sample */
+#define ZR_TIER_BALANCED 1 /* 128 KiB dictionary, 16 MiB sample (the default) */
+#define ZR_TIER_MAX 2      /* 1 MiB dictionary, 64 MiB sample */
+
+typedef struct zr_store zr_store;
+
+/* Options for creating a store. A zeroed struct means raw, no dictionary. */
+typedef struct zr_create_opts {
+    int codec;         /* ZR_CODEC_* */
+    const void *dict;  /* ZR_CODEC_ZSTD_DICT only: the trained dictionary */
+    size_t dict_len;   /* its size in bytes; must be > 0 for zstd_dict */
+} zr_create_opts;
+
+/* One Ragged record to append: its bytes and its shape (host order). */
+typedef struct zr_rec {
+    const void *data;      /* itemsize * prod(shape) bytes */
+    const uint64_t *shape; /* ndim dimensions; may be NULL when ndim is 0 */
+    uint32_t ndim;         /* 0 for a scalar record */
+} zr_rec;
+
+/* A Ragged record in memory after a gather: its shape and its payload. */
+typedef struct zr_view {
+    const void *data;              /* the payload, after the shape prefix */
+    uint64_t nbytes;               /* payload bytes */
+    uint32_t ndim;                 /* number of dimensions */
+    uint64_t shape[ZR_MAX_NDIM];   /* the first ndim entries are valid */
+} zr_view;
+
+/* The result of zr_gather_ragged_alloc: n views into one buffer. */
+typedef struct zr_ragged_batch {
+    size_t n;
+    zr_view *recs;
+    void *buf;
+} zr_ragged_batch;
+
+/* ---- Errors ---------------------------------------------------------- */
+
+/* The name and meaning of a code, e.g. "ZR_EBUSY: store is locked".
+ * Never NULL; unknown codes give a generic text. Thread-safe. */
+ZR_API const char *zr_strerror(int code);
+
+/* The message of the last failed call made by this thread: the code's text
+ * plus the file, entry and detail. Valid until this thread's next failing
+ * call. Never NULL (empty before any failure). */
+ZR_API const char *zr_last_error(void);
+
+/* ---- dtype helpers --------------------------------------------------- */
+
+/* The item size in bytes of a NumPy dtype.str spelling such as "<f4",
+ * "|u1", "|b1", "<c16", "|S10", "|V16", "<U3". Returns the size (> 0), or
+ * ZR_EINVAL if the spelling is not one loaderx accepts. Thread-safe. */
+ZR_API int64_t zr_dtype_itemsize(const char *dtype);
+
+/* ---- Creating, opening, closing -------------------------------------- */
+
+/* Create a new Dense store at path whose records all have the given dtype
+ * and item shape (ndim may be 0 for scalar records). Missing parent folders
+ * are created. The store is returned open read-write.
+ * Errors: ZR_EEXIST (path already holds a store), ZR_EINVAL (bad dtype,
+ * zero dimension, bad codec, zstd_dict without a dictionary), ZR_ETOOBIG
+ * (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO, ZR_ENOSPC,
+ * ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
+ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
+                           const uint64_t *item_shape, uint32_t ndim,
+                           const zr_create_opts *opts);
+
+/* Create a new Ragged store at path: every record has the dtype and its own
+ * shape. Same errors as zr_dense_create. */
+ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
+                            const zr_create_opts *opts);
+
+/* Open an existing store. mode is ZR_RDONLY (shared lock: many readers) or
+ * ZR_RDWR (exclusive lock: one writer). A conflicting lock fails at once.
+ * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
+ZR_API int zr_open(zr_store **out, const char *path, int mode);
+
+/* Close the handle and release its lock. Does not sync. Accepts NULL. */
+ZR_API void zr_close(zr_store *s);
+
+/* Make every committed append durable: record data first, then the record
+ * table, then the header. Errors: ZR_EIO, ZR_EROFS (read-only handle).
+ * Must not run concurrently with an append on the same handle. */
+ZR_API int zr_sync(zr_store *s);
+
+/* ---- Identity accessors (thread-safe, never fail on an open handle) --- */
+
+ZR_API int zr_kind(const zr_store *s);          /* ZR_DENSE or ZR_RAGGED */
+ZR_API uint64_t zr_len(const zr_store *s);      /* committed record count */
+ZR_API const char *zr_dtype(const zr_store *s); /* e.g. "<f4" */
+ZR_API uint64_t zr_itemsize(const zr_store *s); /* bytes per element */
+/* Dense: the item shape and its ndim; Ragged: ndim 0 and NULL. */
+ZR_API const uint64_t *zr_item_shape(const zr_store *s, uint32_t *ndim);
+/* Dense: bytes per record; Ragged: 0. */
+ZR_API uint64_t zr_record_width(const zr_store *s);
+ZR_API int zr_codec(const zr_store *s);          /* ZR_CODEC_* */
+ZR_API const char *zr_codec_name(int codec);     /* "raw", "zstd", "zstd_dict" */
+ZR_API const char *zr_path(const zr_store *s);
+ZR_API int zr_writable(const zr_store *s);       /* 1 for ZR_RDWR handles */
+
+/* ---- Append ---------------------------------------------------------- */
+
+/* Append n Dense records held back to back in data (n * width bytes). The
+ * caller states the data's dtype and item shape, which must equal the
+ * store's. The batch is one commit: after a failure nothing of it is
+ * visible. *first (may be NULL) receives the index of the first new record.
+ * Errors: ZR_EROFS, ZR_EKIND, ZR_EDTYPE, ZR_ESHAPE, ZR_EINVAL, ZR_EIO,
+ * ZR_ENOSPC, ZR_ECODEC, ZR_ENOMEM.
+ * Thread rules: one append at a time per handle (concurrent calls are
+ * serialised); gathers may run concurrently from any number of threads. */
+ZR_API int zr_append_dense(zr_store *s, const char *dtype,
+                           const uint64_t *item_shape, uint32_t ndim,
+                           const void *data, uint64_t n, uint64_t *first);
+
+/* Append n Ragged records, each with its own shape, all of dtype. A record
+ * with zero bytes gives ZR_EEMPTY, one over ZR_MAX_RECORD (shape prefix
+ * included) gives ZR_ETOOBIG; either rejects the whole batch before
+ * anything is written. Other errors and thread rules as zr_append_dense. */
+ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs,
+                            uint64_t n, uint64_t *first);
+
+/* ---- Gather ---------------------------------------------------------- */
+
+/* Copy the Dense records idx[0..n) into dst, back to back, in request
+ * order (repeats allowed). dst must hold n * zr_record_width(s) bytes.
+ * Errors: ZR_ERANGE (checked for every index before anything is read),
+ * ZR_EKIND, ZR_ECORRUPT, ZR_ENOMEM, ZR_EINVAL.
+ * Thread-safe: any number of concurrent gathers, and one concurrent append. */
+ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst);
+
+/* The stored size of each Ragged record idx[k]: its shape prefix
+ * (8 * (1 + ndim) bytes) plus its payload, read from the record table
+ * without decoding anything. Errors: ZR_ERANGE, ZR_EKIND, ZR_ECORRUPT. */
+ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes);
+
+/* Copy each Ragged record idx[k] (shape prefix and payload, sizes[k] bytes
+ * as given by zr_ragged_sizes) to dst + offsets[k]. Offsets that are
+ * multiples of 8 keep every payload 8-byte aligned. Each record's prefix is
+ * validated; read it with zr_ragged_view. Errors: as zr_gather_dense. */
+ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
+                            const uint64_t *offsets);
+
+/* Decode a gathered Ragged record of size bytes at rec into *view, checking
+ * that its prefix is consistent with size and itemsize. Returns 0 or
+ * ZR_ECORRUPT. Thread-safe; touches no store. */
+ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_view *view);
+
+/* Gather Ragged records into one freshly allocated batch: sizes, a buffer,
+ * the gather and the views in one call. Free with zr_ragged_batch_free.
+ * Errors: as zr_gather_ragged. */
+ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
+                                  zr_ragged_batch **out);
+ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
+
+/* ---- Dictionary training --------------------------------------------- */
+
+/* Train a zstd dictionary for ZR_CODEC_ZSTD_DICT stores on a strided sample
+ * of records sized by tier. On success *dict is a malloc'd buffer of
+ * *dict_len bytes that the caller frees with free(). Errors: ZR_EINVAL (bad
+ * tier, no records), ZR_ECODEC (training failed, e.g. too little data),
+ * ZR_ENOMEM. Thread-safe. */
+
+/* From n records of width bytes each, back to back in buf. */
+ZR_API int zr_train_dict_buffer(const void *buf, size_t width, size_t n, int tier,
+                                void **dict, size_t *dict_len);
+/* From n records, record k being sizes[k] bytes at recs[k]. */
+ZR_API int zr_train_dict_records(const void *const *recs, const size_t *sizes, size_t n,
+                                 int tier, void **dict, size_t *dict_len);
+/* From the physical records of an open store (Ragged: shape prefix included,
+ * as the codec sees them). Also ZR_ECORRUPT from the gather. */
+ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len);
+
+/* The dictionary size and sample budget of a tier, in bytes. */
+ZR_API int zr_tier_sizes(int tier, size_t *dict_bytes, size_t *sample_bytes);
+
+/* The number of threads a batched call fans out to (the online CPUs). */
+ZR_API int zr_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOADERX_H */

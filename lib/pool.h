@@ -1,0 +1,18 @@
+/*
+ * pool.h: the process-wide worker pool that batched calls fan out over.
+ */
+#ifndef ZR_POOL_H
+#define ZR_POOL_H
+
+#include <stddef.h>
+
+/* Run fn(ctx, k) for every shard k in [0, nshards), spread over the pool's
+ * workers and the calling thread, and return when all have finished. The
+ * caller always takes part, so a call never waits for a busy pool to make
+ * progress and calls may nest. One shard runs inline. */
+void zr_pool_run(size_t nshards, void (*fn)(void *ctx, size_t shard), void *ctx);
+
+/* The number of threads a call fans out to, counting the caller. */
+int zr_pool_threads(void);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * ragged.c: the Ragged contract. Every record carries its own shape in
+ * an inline prefix, [u64 ndim][u64 dims[ndim]], followed by the payload,
+ * so shape and bytes share one location, one codec frame and one commit.
+ * This file validates records before an append (no zero-byte record, none
+ * over 2 GiB) and turns gathered records back into shapes and payloads.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
+                            const zr_create_opts *opts)
+{
+    if (!out || !path)
+        return zr_err(ZR_EINVAL, "zr_ragged_create: NULL argument");
+    *out = NULL;
+    int64_t itemsize = zr_dtype_parse(dtype);
+    if (itemsize <= 0)
+        return zr_err(ZR_EINVAL, "'%s' is not a supported dtype", dtype ? dtype : "(null)");
+    struct zr_identity id = {.kind = ZR_RAGGED, .itemsize = (uint64_t)itemsize};
+    snprintf(id.dtype, sizeof id.dtype, "%s", dtype);
+    return zr_engine_create(out, path, &id, opts);
+}
+
+ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,
+                            uint64_t *first)
+{
+    if (!s)
+        return zr_err(ZR_EINVAL, "zr_append_ragged: NULL handle");
+    if (!s->writable)
+        return zr_err(ZR_EROFS, "%s is open read-only", s->path);
+    if (s->id.kind != ZR_RAGGED)
+        return zr_err(ZR_EKIND, "%s is a Dense store; use zr_append_dense", s->path);
+    if (!dtype || strcmp(dtype, s->id.dtype) != 0)
+        return zr_err(ZR_EDTYPE, "%s holds %s, the data is %s", s->path, s->id.dtype,
+                      dtype ? dtype : "(null)");
+    if (n > 0 && !recs)
+        return zr_err(ZR_EINVAL, "zr_append_ragged: NULL records");
+    for (uint64_t k = 0; k < n; k++) {
+        const zr_rec *r = &recs[k];
+        if (r->ndim > ZR_MAX_NDIM)
+            return zr_err(ZR_ESHAPE, "record %llu has %u dimensions, at most %d are allowed",
+                          (unsigned long long)k, r->ndim, ZR_MAX_NDIM);
+        if (r->ndim > 0 && !r->shape)
+            return zr_err(ZR_EINVAL, "record %llu: NULL shape", (unsigned long long)k);
+        uint64_t bytes = s->id.itemsize;
+        for (uint32_t d = 0; d < r->ndim; d++) {
+            if (r->shape[d] == 0)
+                return zr_err(ZR_EEMPTY, "record %llu has a zero dimension: records must be non-empty",
+                              (unsigned long long)k);
+            if (!zr_mul_ok(bytes, r->shape[d], &bytes) || bytes > ZR_MAX_RECORD)
+                return zr_err(ZR_ETOOBIG, "record %llu exceeds 2 GiB", (unsigned long long)k);
+        }
+        if (bytes + 8 * (1 + (uint64_t)r->ndim) > ZR_MAX_RECORD)
+            return zr_err(ZR_ETOOBIG, "record %llu with its shape prefix exceeds 2 GiB",
+                          (unsigned long long)k);
+        if (!r->data)
+            return zr_err(ZR_EINVAL, "record %llu: NULL data", (unsigned long long)k);
+    }
+    struct zr_src src = {.kind = ZR_RAGGED, .recs = recs, .itemsize = s->id.itemsize};
+    return zr_engine_append(s, &src, n, first);
+}
+
+ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
+{
+    if (!s || (n > 0 && (!idx || !sizes)))
+        return zr_err(ZR_EINVAL, "zr_ragged_sizes: NULL argument");
+    if (s->id.kind != ZR_RAGGED)
+        return zr_err(ZR_EKIND, "%s is a Dense store", s->path);
+    uint64_t len;
+    int rc = zr_check_indices(s, idx, n, &len);
+    if (rc != 0)
+        return rc;
+    for (size_t k = 0; k < n; k++) {
+        struct zr_loc l;
+        if (zr_loc_get(s, idx[k], &l) != 0)
+            return zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
+        sizes[k] = l.logic_length;
+    }
+    return 0;
+}
+
+ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
+                            const uint64_t *offsets)
+{
+    if (!s || (n > 0 && (!idx || !dst || !offsets)))
+        return zr_err(ZR_EINVAL, "zr_gather_ragged: NULL argument");
+    if (s->id.kind != ZR_RAGGED)
+        return zr_err(ZR_EKIND, "%s is a Dense store; use zr_gather_dense", s->path);
+    return zr_engine_gather(s, idx, n, dst, offsets);
+}
+
+ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_view *view)
+{
+    if (!rec || !view || itemsize == 0)
+        return zr_err(ZR_EINVAL, "zr_ragged_view: bad argument");
+    uint32_t nd;
+    uint64_t poff;
+    if (zr_prefix_check(rec, size, itemsize, &nd, &poff) != 0)
+        return zr_err(ZR_ECORRUPT, "ragged record of %llu bytes has an inconsistent shape prefix",
+                      (unsigned long long)size);
+    const uint8_t *p = rec;
+    view->ndim = nd;
+    for (uint32_t d = 0; d < nd; d++)
+        view->shape[d] = zr_load64(p + 8 + 8 * d);
+    view->data = p + poff;
+    view->nbytes = size - poff;
+    return 0;
+}
+
+ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
+                                  zr_ragged_batch **out)
+{
+    if (!out)
+        return zr_err(ZR_EINVAL, "zr_gather_ragged_alloc: NULL out");
+    *out = NULL;
+    zr_ragged_batch *b = calloc(1, sizeof *b);
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    uint64_t *offsets = malloc((n ? n : 1) * sizeof *offsets);
+    int rc = 0;
+    if (!b || !sizes || !offsets || !(b->recs = calloc(n ? n : 1, sizeof *b->recs)))
+        rc = zr_err(ZR_ENOMEM, "allocating a batch of %zu records", n);
+    if (rc == 0)
+        rc = zr_ragged_sizes(s, idx, n, sizes);
+    uint64_t total = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        offsets[k] = total;
+        total += (sizes[k] + 7) & ~(uint64_t)7; /* keep payloads 8-byte aligned */
+    }
+    if (rc == 0 && (total > SIZE_MAX || !(b->buf = malloc(total ? total : 1))))
+        rc = zr_err(ZR_ENOMEM, "allocating %llu bytes for a batch", (unsigned long long)total);
+    if (rc == 0)
+        rc = zr_gather_ragged(s, idx, n, b->buf, offsets);
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        rc = zr_ragged_view((uint8_t *)b->buf + offsets[k], sizes[k], s->id.itemsize, &b->recs[k]);
+    free(sizes);
+    free(offsets);
+    if (rc != 0) {
+        zr_ragged_batch_free(b);
+        return rc;
+    }
+    b->n = n;
+    *out = b;
+    return 0;
+}
+
+ZR_API void zr_ragged_batch_free(zr_ragged_batch *b)
+{
+    if (!b)
+        return;
+    free(b->recs);
+    free(b->buf);
+    free(b);
+}
