@@ -226,6 +226,69 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
                                   zr_ragged_batch **out);
 ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
 
+/* ---- Maintenance: delete, compact, stats, verify ----------------------- */
+
+/* Space accounting of a store. */
+typedef struct zr_stats {
+    uint64_t records;     /* committed records */
+    uint64_t live_bytes;  /* stored bytes of live records */
+    uint64_t chunk_bytes; /* bytes held by chunk files */
+    uint64_t reclaimable; /* chunk_bytes - live_bytes: what compaction may free */
+    int codec;            /* ZR_CODEC_* */
+    uint64_t dict_bytes;  /* size of dict.zr, 0 without one */
+} zr_stats;
+
+/* Fill *st. Reads the whole record table (O(records)). Errors:
+ * ZR_ECORRUPT, ZR_EINVAL. Thread rules: as a gather. */
+ZR_API int zr_stats(zr_store *s, zr_stats *st);
+
+/* Delete the records idx[0..n) by swap-last: the batch is applied in
+ * descending index order and each hole is filled by the current last
+ * record, so the live records stay exactly 0..length-1 (indices held
+ * elsewhere become stale). Repeated indices count once. Every index is
+ * checked before anything changes. Errors: ZR_EROFS, ZR_ERANGE,
+ * ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. Thread rules: the handle must
+ * not be used by any other thread during the call. */
+ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
+
+/* What a compaction did. */
+typedef struct zr_compact_result {
+    uint64_t records_moved;
+    uint64_t bytes_before; /* chunk bytes before */
+    uint64_t bytes_after;  /* chunk bytes after */
+} zr_compact_result;
+
+/* Rewrite the live records in place in physical order so that the chunks
+ * hold no garbage, then remove surplus chunks and table segments. A record
+ * never moves to a higher address, so an interrupted compaction leaves a
+ * valid store and running it again finishes the work. res may be NULL.
+ * Errors: ZR_EROFS, ZR_ECORRUPT, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. Thread
+ * rules: as zr_delete. */
+ZR_API int zr_compact(zr_store *s, zr_compact_result *res);
+
+/* One problem found by zr_verify. */
+typedef struct zr_problem {
+    char file[64];    /* e.g. "0.loc", "3.chunk", "meta.zr" */
+    uint64_t entry;   /* record index, or UINT64_MAX when not about a record */
+    char what[192];   /* what is wrong */
+} zr_problem;
+
+typedef struct zr_verify_report {
+    uint64_t records_checked;
+    uint64_t nproblems;     /* problems found */
+    size_t nlisted;         /* problems listed below (at most 1000) */
+    zr_problem *problems;
+} zr_verify_report;
+
+/* Scan the whole store: every table entry in bounds, every record decodes
+ * to its logical length, every Ragged prefix consistent, no two live
+ * records overlapping. *out receives the report (free it with
+ * zr_verify_report_free) whether or not problems were found. Returns 0
+ * when the store is sound, ZR_ECORRUPT when problems were found, another
+ * code when the scan itself could not run. Thread rules: as a gather. */
+ZR_API int zr_verify(zr_store *s, zr_verify_report **out);
+ZR_API void zr_verify_report_free(zr_verify_report *r);
+
 /* ---- Dictionary training --------------------------------------------- */
 
 /* Train a zstd dictionary for ZR_CODEC_ZSTD_DICT stores on a strided sample

@@ -1,0 +1,14 @@
+/* The Check suites run by tests/check_main.c, one ZR_SUITE line each. */
+#ifndef ZR_TEST_SUITES_H
+#define ZR_TEST_SUITES_H
+
+#include <check.h>
+
+#define ZR_SUITES \
+    ZR_SUITE(format)
+
+#define ZR_SUITE(name) Suite *suite_##name(void);
+ZR_SUITES
+#undef ZR_SUITE
+
+#endif
