@@ -236,11 +236,11 @@ typedef struct zr_stats {
     uint64_t reclaimable; /* chunk_bytes - live_bytes: what compaction may free */
     int codec;            /* ZR_CODEC_* */
     uint64_t dict_bytes;  /* size of dict.zr, 0 without one */
-} zr_stats;
+} zr_store_stats;
 
 /* Fill *st. Reads the whole record table (O(records)). Errors:
  * ZR_ECORRUPT, ZR_EINVAL. Thread rules: as a gather. */
-ZR_API int zr_stats(zr_store *s, zr_stats *st);
+ZR_API int zr_stats(zr_store *s, zr_store_stats *st);
 
 /* Delete the records idx[0..n) by swap-last: the batch is applied in
  * descending index order and each hole is filled by the current last
