@@ -25,10 +25,12 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codec.h"
 #include "engine.h"
+#include "intent.h"
 #include "io.h"
 #include "pool.h"
 
@@ -239,10 +241,15 @@ static int load_tables(zr_store *s)
         return zr_err(ZR_ECORRUPT, "%s/%u.chunk is shorter than the header's frontier %u",
                       s->path, s->hdr.tail_chunk, s->hdr.tail_offset);
     uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
+    /* A writer always has segment 0 open, even for an empty store. */
+    if (s->writable && nseg == 0)
+        nseg = 1;
     for (uint64_t g = 0; g < nseg; g++) {
-        if ((rc = zr_ftable_add(s, &s->segs, (uint32_t)g, false)) != 0)
+        if ((rc = zr_ftable_add(s, &s->segs, (uint32_t)g, s->writable && g == 0)) != 0)
             return rc;
-        uint64_t need = ZR_MIN(per_seg, s->hdr.length - g * per_seg) * ZR_LOC_SIZE;
+        uint64_t need = s->hdr.length > g * per_seg
+                            ? ZR_MIN(per_seg, s->hdr.length - g * per_seg) * ZR_LOC_SIZE
+                            : 0;
         uint64_t have = atomic_load(&zr_ftable_at(&s->segs, (uint32_t)g)->size);
         if (have < need)
             return zr_err(ZR_ECORRUPT, "%s/%llu.loc holds %llu entries, the header needs %llu",
@@ -259,6 +266,44 @@ static int load_tables(zr_store *s)
     s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
     atomic_store_explicit(&s->length, s->hdr.length, memory_order_release);
     return 0;
+}
+
+/* A read-only opener that finds a pending intent (a writer died in the
+ * middle of a delete or compact) finishes it under an exclusive lock, then
+ * goes back to a shared one. Other openers in the same situation wait for
+ * it briefly; a live writer cannot be holding the store, or the shared
+ * lock would not have been granted. */
+static int recover_shared(zr_store *s)
+{
+    for (int attempt = 0; attempt < 2000; attempt++) {
+        int pending, applied;
+        int rc = zr_intent_pending(s, &pending);
+        if (rc != 0 || !pending)
+            return rc;
+        if (zr_io.flock(s->metafd, LOCK_EX | LOCK_NB) == 0) {
+            rc = zr_intent_recover(s, &applied);
+            if (zr_io.flock(s->metafd, LOCK_SH) != 0 && rc == 0)
+                rc = zr_err_sys(errno, "locking %s/meta.zr", s->path);
+            if (rc != 0)
+                return zr_err(rc, "%s needs an interrupted delete or compact finished and "
+                              "it could not be: %s", s->path, zr_last_error());
+            return 0;
+        }
+        /* The failed conversion may have dropped the shared lock. */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        if (zr_io.flock(s->metafd, LOCK_SH | LOCK_NB) != 0 && errno != EWOULDBLOCK)
+            return zr_err_sys(errno, "locking %s/meta.zr", s->path);
+    }
+    return zr_err(ZR_EBUSY, "%s: another process is finishing an interrupted operation", s->path);
+}
+
+static int recover(zr_store *s)
+{
+    if (!s->writable)
+        return recover_shared(s);
+    int applied;
+    return zr_intent_recover(s, &applied);
 }
 
 ZR_API int zr_open(zr_store **out, const char *path, int mode)
@@ -303,6 +348,8 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
         for (uint32_t i = 0; i < s->id.ndim; i++)
             s->width *= s->id.shape[i];
     }
+    if ((rc = recover(s)) != 0)
+        goto fail;
     if ((rc = load_tables(s)) != 0)
         goto fail;
     *out = s;
@@ -390,6 +437,7 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
         goto fail;
     }
     zr_io.unlinkat(s->dirfd, ZR_DICT_FILE, 0);
+    zr_io.unlinkat(s->dirfd, ZR_INTENT_FILE, 0);
     s->hdr = (struct zr_header){.codec = (uint8_t)codec};
     uint8_t raw[ZR_HEADER_SIZE];
     zr_header_encode(&s->hdr, raw);
@@ -453,7 +501,40 @@ fail:
     return rc;
 }
 
-/* Sync order: chunks, then loc segments, then the folder, then meta.zr. */
+/* Sync order: chunks, then loc segments, then the folder, then meta.zr.
+ * Called with append_lock held. */
+int zr_engine_sync_locked(zr_store *s)
+{
+    if (s->failed)
+        return zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
+    if (!s->dirty && !s->dir_dirty)
+        return 0;
+    int rc = 0;
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    for (uint32_t c = s->sync_chunk_lo; rc == 0 && c < nchunks; c++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+    uint32_t nsegs = atomic_load(&s->segs.count);
+    for (uint32_t g = s->sync_seg_lo; rc == 0 && g < nsegs; g++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+    if (rc == 0 && s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
+        rc = zr_err_sys(errno, "syncing folder %s", s->path);
+    if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)
+        rc = zr_err_sys(errno, "syncing %s/meta.zr", s->path);
+    if (rc != 0) {
+        /* After a failed fsync the kernel may have dropped the dirty
+         * pages; retrying would report success for lost data. */
+        s->failed = true;
+        return rc;
+    }
+    s->dirty = false;
+    s->dir_dirty = false;
+    s->sync_chunk_lo = s->hdr.tail_chunk;
+    s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
+    return 0;
+}
+
 ZR_API int zr_sync(zr_store *s)
 {
     if (!s)
@@ -461,35 +542,26 @@ ZR_API int zr_sync(zr_store *s)
     if (!s->writable)
         return zr_err(ZR_EROFS, "%s is open read-only", s->path);
     pthread_mutex_lock(&s->append_lock);
-    int rc = 0;
-    if (s->failed)
-        rc = zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
-    if (rc == 0 && s->dirty) {
-        uint32_t nchunks = atomic_load(&s->chunks.count);
-        for (uint32_t c = s->sync_chunk_lo; rc == 0 && c < nchunks; c++)
-            if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
-                rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
-        uint32_t nsegs = atomic_load(&s->segs.count);
-        for (uint32_t g = s->sync_seg_lo; rc == 0 && g < nsegs; g++)
-            if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
-                rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
-        if (rc == 0 && s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
-            rc = zr_err_sys(errno, "syncing folder %s", s->path);
-        if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/meta.zr", s->path);
-        if (rc != 0) {
-            /* After a failed fsync the kernel may have dropped the dirty
-             * pages; retrying would report success for lost data. */
-            s->failed = true;
-        } else {
-            s->dirty = false;
-            s->dir_dirty = false;
-            s->sync_chunk_lo = s->hdr.tail_chunk;
-            s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
-        }
-    }
+    int rc = zr_engine_sync_locked(s);
     pthread_mutex_unlock(&s->append_lock);
     return rc;
+}
+
+void zr_ftable_truncate(struct zr_ftable *t, uint32_t count)
+{
+    uint32_t n = atomic_load(&t->count);
+    if (count >= n)
+        return;
+    atomic_store_explicit(&t->count, count, memory_order_release);
+    for (uint32_t i = count; i < n; i++) {
+        struct zr_file *f = zr_ftable_at(t, i);
+        if (f->map)
+            zr_io.munmap((void *)f->map, t->cap);
+        if (f->fd >= 0)
+            zr_io.close(f->fd);
+        f->map = NULL;
+        f->fd = -1;
+    }
 }
 
 int zr_loc_error(const zr_store *s, uint64_t index, const char *why)

@@ -91,6 +91,12 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
 /* Open (or create) file id of a table, map it and make it visible. */
 int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
 
+/* Sync with append_lock held (zr_sync without the lock). */
+int zr_engine_sync_locked(zr_store *s);
+
+/* Close and unmap the files count.. of a table (exclusive use only). */
+void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);
+
 /* Check a record-table entry against the store's files; on success fills
  * *loc. Sets no message (callers name the entry). */
 int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);

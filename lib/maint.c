@@ -1,0 +1,421 @@
+/*
+ * maint.c: the maintenance operations: stats, swap-last delete and
+ * in-place compaction.
+ *
+ * Rules enforced here (doc/format.md):
+ *  R9.  Delete and compact first sync every earlier append, so their own
+ *       syncs never make an unsynced append's header durable ahead of its
+ *       data.
+ *  R10. Neither changes a live table entry, live record bytes or the
+ *       header in place before a complete intent describing the final
+ *       values is durable (lib/intent.c); each ends by syncing what it
+ *       changed and clearing the intent.
+ *  R11. Delete applies its batch in descending index order, each hole
+ *       filled by the then-last record, so the live records stay exactly
+ *       0..length-1.
+ *  R12. Compaction visits live records in physical order and packs them
+ *       greedily from chunk 0 offset 0, so no record moves to a higher
+ *       address and no destination overlaps a record not yet moved;
+ *       records already in place are skipped. Moves go in batches of at
+ *       most BATCH_BYTES, one intent each.
+ *  R13. Only after the packed state and its header are durable are the
+ *       surplus chunk and loc files removed and the last ones truncated;
+ *       files past the header's frontier are never read, so a crash in
+ *       between leaves only garbage that the next compaction removes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "intent.h"
+#include "io.h"
+
+#define BATCH_BYTES ((uint64_t)64 << 20)
+#define BATCH_ENTRIES 65536
+
+/* The raw entry i, without the checks of zr_loc_get: delete moves entries
+ * as they are. Segment coverage was checked at open. */
+static void loc_raw(const zr_store *s, uint64_t i, struct zr_loc *l)
+{
+    const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
+    zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
+}
+
+static int write_entry(zr_store *s, uint64_t i, const struct zr_loc *l)
+{
+    uint8_t raw[ZR_LOC_SIZE];
+    char name[64];
+    uint32_t g = (uint32_t)(i >> s->seg_shift);
+    zr_loc_encode(l, raw);
+    snprintf(name, sizeof name, "%u.loc", g);
+    return zr_write_all(zr_ftable_at(&s->segs, g)->fd, raw, sizeof raw,
+                        (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, name);
+}
+
+static int write_header(zr_store *s, const struct zr_header *h)
+{
+    uint8_t raw[ZR_HEADER_SIZE];
+    zr_header_encode(h, raw);
+    int rc = zr_write_all(s->metafd, raw, sizeof raw, 0, "meta.zr");
+    if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)
+        rc = zr_err_sys(errno, "syncing %s/meta.zr", s->path);
+    return rc;
+}
+
+static int sync_all_segs(zr_store *s)
+{
+    uint32_t n = atomic_load(&s->segs.count);
+    for (uint32_t g = 0; g < n; g++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
+            return zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+    return 0;
+}
+
+/* Write an intent; if that fails, make sure no complete intent is left
+ * behind for a later open to apply on top of newer state. */
+static int write_intent(zr_store *s, int kind, const struct zr_header *h,
+                        const struct zr_intent_entry *e, uint64_t n, const uint8_t *data,
+                        uint64_t len)
+{
+    int rc = zr_intent_write(s, kind, h, e, n, data, len);
+    if (rc != 0 && zr_intent_clear(s) != 0)
+        s->failed = true;
+    return rc;
+}
+
+static int begin(zr_store *s, const char *op)
+{
+    if (!s)
+        return zr_err(ZR_EINVAL, "%s: NULL handle", op);
+    if (!s->writable)
+        return zr_err(ZR_EROFS, "%s: %s is open read-only", op, s->path);
+    return 0;
+}
+
+ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
+{
+    if (!s || !st)
+        return zr_err(ZR_EINVAL, "zr_stats: NULL argument");
+    memset(st, 0, sizeof *st);
+    uint64_t len = zr_len(s);
+    for (uint64_t i = 0; i < len; i++) {
+        struct zr_loc l;
+        if (zr_loc_get(s, i, &l) != 0)
+            return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+        st->live_bytes += l.phys_length;
+    }
+    uint32_t n = atomic_load(&s->chunks.count);
+    for (uint32_t c = 0; c < n; c++) {
+        uint64_t size;
+        char name[32];
+        snprintf(name, sizeof name, "%u.chunk", c);
+        int rc = zr_file_size(zr_ftable_at(&s->chunks, c)->fd, &size, name);
+        if (rc != 0)
+            return rc;
+        st->chunk_bytes += size;
+    }
+    st->records = len;
+    st->reclaimable = st->chunk_bytes > st->live_bytes ? st->chunk_bytes - st->live_bytes : 0;
+    st->codec = s->codec;
+    st->dict_bytes = s->dict_len;
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Position of index p among the descending targets t[0..m), or -1. */
+static long find_target(const uint64_t *t, size_t m, uint64_t p)
+{
+    size_t lo = 0, hi = m;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid] == p)
+            return (long)mid;
+        if (t[mid] > p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
+{
+    int rc = begin(s, "zr_delete");
+    if (rc != 0)
+        return rc;
+    if (n > 0 && !idx)
+        return zr_err(ZR_EINVAL, "zr_delete: NULL indices");
+    if (n == 0)
+        return 0;
+    pthread_mutex_lock(&s->append_lock);
+    uint64_t *t = NULL;
+    struct zr_intent_entry *val = NULL;
+    bool *mod = NULL;
+    uint64_t len = s->hdr.length;
+    for (size_t k = 0; k < n && rc == 0; k++)
+        if (idx[k] >= len)
+            rc = zr_err(ZR_ERANGE, "%s: index %llu (position %zu) is out of range for %llu records",
+                        s->path, (unsigned long long)idx[k], k, (unsigned long long)len);
+    if (rc == 0 && (!(t = malloc(n * sizeof *t)) || !(val = malloc(n * sizeof *val)) ||
+                    !(mod = calloc(n, sizeof *mod))))
+        rc = zr_err(ZR_ENOMEM, "delete of %zu records", n);
+    size_t m = 0;
+    if (rc == 0) {
+        memcpy(t, idx, n * sizeof *t);
+        qsort(t, n, sizeof *t, cmp_desc);
+        for (size_t k = 0; k < n; k++)
+            if (m == 0 || t[m - 1] != t[k])
+                t[m++] = t[k];
+        rc = zr_engine_sync_locked(s);
+    }
+    uint64_t cur = len;
+    if (rc == 0) {
+        /* Simulate the swaps; only target positions ever change. */
+        for (size_t k = 0; k < m; k++) {
+            uint64_t last = cur - 1;
+            if (t[k] != last) {
+                long j = find_target(t, m, last);
+                struct zr_loc l;
+                if (j >= 0 && mod[j])
+                    l = val[j].loc;
+                else
+                    loc_raw(s, last, &l);
+                val[k] = (struct zr_intent_entry){.index = t[k], .loc = l};
+                mod[k] = true;
+            }
+            cur--;
+        }
+        size_t e = 0;
+        for (size_t k = 0; k < m; k++)
+            if (mod[k] && t[k] < cur)
+                val[e++] = val[k];
+        struct zr_header h = s->hdr;
+        h.length = cur;
+        rc = write_intent(s, ZR_INTENT_DELETE, &h, val, e, NULL, 0);
+        if (rc != 0)
+            goto out;
+        for (size_t k = 0; k < e && rc == 0; k++)
+            rc = write_entry(s, val[k].index, &val[k].loc);
+        if (rc == 0)
+            rc = sync_all_segs(s);
+        if (rc == 0)
+            rc = write_header(s, &h);
+        if (rc == 0) {
+            s->hdr = h;
+            atomic_store_explicit(&s->length, cur, memory_order_release);
+            rc = zr_intent_clear(s);
+        } else {
+            /* The intent may be complete on disk: the next open finishes
+             * the delete; this handle must not write on top of it. */
+            s->failed = true;
+        }
+    }
+out:
+    free(t);
+    free(val);
+    free(mod);
+    pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}
+
+struct live {
+    uint32_t chunk, offset, phys, logic;
+    uint64_t index;
+};
+
+static int cmp_phys(const void *a, const void *b)
+{
+    const struct live *x = a, *y = b;
+    if (x->chunk != y->chunk)
+        return x->chunk < y->chunk ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+struct batch {
+    struct zr_intent_entry *e;
+    size_t n;
+    uint8_t *data;
+    uint64_t used, cap;
+};
+
+/* Make one batch of moves durable through an intent, then apply it. */
+static int flush_batch(zr_store *s, struct batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    int rc = write_intent(s, ZR_INTENT_COMPACT, &s->hdr, b->e, b->n, b->data, b->used);
+    if (rc != 0)
+        return rc;
+    uint64_t off = 0;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    char name[32];
+    for (size_t k = 0; k < b->n && rc == 0; k++) {
+        const struct zr_loc *l = &b->e[k].loc;
+        snprintf(name, sizeof name, "%u.chunk", l->chunk_id);
+        rc = zr_write_all(zr_ftable_at(&s->chunks, l->chunk_id)->fd, b->data + off,
+                          l->phys_length, l->offset, name);
+        off += l->phys_length;
+        if (rc == 0)
+            rc = write_entry(s, b->e[k].index, l);
+        lo = ZR_MIN(lo, l->chunk_id);
+        hi = ZR_MAX(hi, l->chunk_id);
+    }
+    for (uint32_t c = lo; rc == 0 && c <= hi; c++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+    if (rc == 0)
+        rc = sync_all_segs(s);
+    if (rc == 0)
+        rc = zr_intent_clear(s);
+    if (rc != 0)
+        s->failed = true; /* the next open finishes the batch */
+    b->n = 0;
+    b->used = 0;
+    return rc;
+}
+
+/* Remove files past the packed frontier and truncate the last ones (R13). */
+static int trim_files(zr_store *s)
+{
+    int rc = 0;
+    char name[32];
+    uint32_t keep = s->hdr.tail_chunk + 1;
+    uint32_t have = atomic_load(&s->chunks.count);
+    zr_ftable_truncate(&s->chunks, keep);
+    for (uint32_t c = have; c-- > keep;) {
+        snprintf(name, sizeof name, "%u.chunk", c);
+        if (zr_io.unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
+            return zr_err_sys(errno, "removing %s/%s", s->path, name);
+    }
+    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
+    if (zr_io.ftruncate(tail->fd, s->hdr.tail_offset) != 0)
+        return zr_err_sys(errno, "truncating %s/%u.chunk", s->path, s->hdr.tail_chunk);
+    atomic_store(&tail->size, s->hdr.tail_offset);
+    tail->wend = s->hdr.tail_offset;
+
+    uint64_t per = (uint64_t)1 << s->seg_shift;
+    uint32_t segs = (uint32_t)ZR_MAX(1, (s->hdr.length + per - 1) >> s->seg_shift);
+    have = atomic_load(&s->segs.count);
+    zr_ftable_truncate(&s->segs, segs);
+    for (uint32_t g = have; g-- > segs;) {
+        snprintf(name, sizeof name, "%u.loc", g);
+        if (zr_io.unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
+            return zr_err_sys(errno, "removing %s/%s", s->path, name);
+    }
+    uint64_t last_len = (s->hdr.length - (uint64_t)(segs - 1) * per) * ZR_LOC_SIZE;
+    struct zr_file *seg = zr_ftable_at(&s->segs, segs - 1);
+    if (zr_io.ftruncate(seg->fd, (off_t)last_len) != 0)
+        return zr_err_sys(errno, "truncating %s/%u.loc", s->path, segs - 1);
+    atomic_store(&seg->size, last_len);
+    if (rc == 0 && zr_io.fsync(s->dirfd) != 0)
+        rc = zr_err_sys(errno, "syncing folder %s", s->path);
+    return rc;
+}
+
+static uint64_t chunk_bytes(zr_store *s)
+{
+    zr_store_stats st;
+    return zr_stats(s, &st) == 0 ? st.chunk_bytes : 0;
+}
+
+ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
+{
+    int rc = begin(s, "zr_compact");
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->append_lock);
+    uint64_t len = s->hdr.length;
+    struct live *v = NULL;
+    struct batch b = {0};
+    zr_compact_result r = {0};
+    if (len > SIZE_MAX / sizeof *v)
+        rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
+    if (rc == 0)
+        rc = zr_engine_sync_locked(s);
+    if (rc == 0 && (!(v = malloc((len ? len : 1) * sizeof *v)) ||
+                    !(b.e = malloc(BATCH_ENTRIES * sizeof *b.e)) ||
+                    !(b.data = malloc(BATCH_BYTES))))
+        rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
+    b.cap = BATCH_BYTES;
+    for (uint64_t i = 0; i < len && rc == 0; i++) {
+        struct zr_loc l;
+        if (zr_loc_get(s, i, &l) != 0)
+            rc = zr_loc_error(s, i, "entry is out of bounds or inconsistent; compaction refused");
+        v[i] = (struct live){l.chunk_id, l.offset, l.phys_length, l.logic_length, i};
+    }
+    if (rc == 0) {
+        r.bytes_before = chunk_bytes(s);
+        qsort(v, len, sizeof *v, cmp_phys);
+    }
+    for (uint64_t k = 1; k < len && rc == 0; k++)
+        if (v[k].chunk == v[k - 1].chunk && v[k - 1].offset + (uint64_t)v[k - 1].phys > v[k].offset)
+            rc = zr_err(ZR_ECORRUPT, "%s: records %llu and %llu overlap in %u.chunk; compaction refused",
+                        s->path, (unsigned long long)v[k - 1].index,
+                        (unsigned long long)v[k].index, v[k].chunk);
+    uint32_t wc = 0;
+    uint64_t wo = 0;
+    for (uint64_t k = 0; k < len && rc == 0; k++) {
+        if (wo + v[k].phys > s->chunk_cap) {
+            wc++;
+            wo = 0;
+        }
+        uint32_t dc = wc;
+        uint64_t doff = wo;
+        wo += v[k].phys;
+        if (dc == v[k].chunk && doff == v[k].offset)
+            continue;
+        if (b.n == BATCH_ENTRIES || (b.n > 0 && b.used + v[k].phys > b.cap))
+            if ((rc = flush_batch(s, &b)) != 0)
+                break;
+        if (v[k].phys > b.cap) {
+            uint8_t *bigger = realloc(b.data, v[k].phys);
+            if (!bigger) {
+                rc = zr_err(ZR_ENOMEM, "compaction buffer");
+                break;
+            }
+            b.data = bigger;
+            b.cap = v[k].phys;
+        }
+        memcpy(b.data + b.used, zr_ftable_at(&s->chunks, v[k].chunk)->map + v[k].offset, v[k].phys);
+        b.used += v[k].phys;
+        b.e[b.n++] = (struct zr_intent_entry){
+            .index = v[k].index,
+            .loc = {.offset = (uint32_t)doff, .phys_length = v[k].phys,
+                    .logic_length = v[k].logic, .chunk_id = dc}};
+        r.records_moved++;
+    }
+    if (rc == 0)
+        rc = flush_batch(s, &b);
+    if (rc == 0) {
+        struct zr_header h = s->hdr;
+        h.tail_chunk = wc;
+        h.tail_offset = (uint32_t)wo;
+        rc = write_header(s, &h);
+        if (rc == 0) {
+            s->hdr = h;
+            s->fr_chunk = wc;
+            s->fr_offset = wo;
+            s->sync_chunk_lo = wc;
+            s->sync_seg_lo = (uint32_t)(h.length >> s->seg_shift);
+            rc = trim_files(s);
+        }
+        if (rc != 0)
+            s->failed = true;
+    }
+    if (rc == 0)
+        r.bytes_after = chunk_bytes(s);
+    if (res)
+        *res = r;
+    free(v);
+    free(b.e);
+    free(b.data);
+    pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}

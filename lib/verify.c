@@ -1,0 +1,230 @@
+/*
+ * verify.c: the full integrity scan. Unlike a gather, which stops at the
+ * first bad record, verify looks at everything and lists what it found:
+ * every table entry against the files and the committed frontier, every
+ * record decoded to its logical length (and its shape prefix checked for
+ * Ragged stores), and every pair of live records for overlap. Decoding
+ * is spread over the pool; each block keeps one scratch buffer and one
+ * zstd context.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "engine.h"
+#include "pool.h"
+
+#define MAX_LISTED 1000
+#define BLOCK 4096
+
+struct scan {
+    zr_store *s;
+    uint64_t len;
+    zr_verify_report *r;
+    pthread_mutex_t lock;
+    uint8_t *ok; /* per record: 1 when its entry is in bounds */
+    size_t nblocks;
+};
+
+static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
+{
+    pthread_mutex_lock(&c->lock);
+    zr_verify_report *r = c->r;
+    if (r->nlisted < MAX_LISTED) {
+        zr_problem *p = &r->problems[r->nlisted++];
+        snprintf(p->file, sizeof p->file, "%s", file);
+        p->entry = entry;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->what, sizeof p->what, fmt, ap);
+        va_end(ap);
+    }
+    r->nproblems++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Check entry i against the files; returns 1 when it can be decoded. */
+static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
+{
+    zr_store *s = c->s;
+    char file[64];
+    snprintf(file, sizeof file, "%llu.loc", (unsigned long long)(i >> s->seg_shift));
+    const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
+    zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    if (l->chunk_id > s->hdr.tail_chunk || l->chunk_id >= nchunks) {
+        problem(c, file, i, "names chunk %u, past the last chunk %u", l->chunk_id, s->hdr.tail_chunk);
+        return 0;
+    }
+    uint64_t end = (uint64_t)l->offset + l->phys_length;
+    uint64_t size = atomic_load(&zr_ftable_at(&s->chunks, l->chunk_id)->size);
+    if (end > size) {
+        problem(c, file, i, "bytes %u..%llu lie past the end of %u.chunk (%llu bytes)", l->offset,
+                (unsigned long long)end, l->chunk_id, (unsigned long long)size);
+        return 0;
+    }
+    if (l->chunk_id == s->hdr.tail_chunk && end > s->hdr.tail_offset)
+        problem(c, file, i, "bytes %u..%llu of %u.chunk lie past the committed frontier %u",
+                l->offset, (unsigned long long)end, l->chunk_id, s->hdr.tail_offset);
+    if (l->phys_length == 0 || l->logic_length == 0 || l->logic_length > ZR_MAX_RECORD) {
+        problem(c, file, i, "impossible lengths: stored %u, logical %u", l->phys_length,
+                l->logic_length);
+        return 0;
+    }
+    if (s->codec == ZR_CODEC_RAW && l->phys_length != l->logic_length) {
+        problem(c, file, i, "raw record with stored length %u but logical length %u",
+                l->phys_length, l->logic_length);
+        return 0;
+    }
+    if (s->width && l->logic_length != s->width) {
+        problem(c, file, i, "logical length %u, but Dense records are %llu bytes", l->logic_length,
+                (unsigned long long)s->width);
+        return 0;
+    }
+    return 1;
+}
+
+static void decode_block(void *arg, size_t k)
+{
+    struct scan *c = arg;
+    zr_store *s = c->s;
+    uint64_t a = (uint64_t)k * BLOCK, b = ZR_MIN(c->len, a + BLOCK);
+    ZSTD_DCtx *dctx = s->codec != ZR_CODEC_RAW ? zr_dctx_get() : NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (uint64_t i = a; i < b; i++) {
+        struct zr_loc l;
+        if (!check_entry(c, i, &l))
+            continue;
+        c->ok[i] = 1;
+        char file[32];
+        snprintf(file, sizeof file, "%u.chunk", l.chunk_id);
+        if (l.logic_length > cap) {
+            free(buf);
+            cap = l.logic_length;
+            if (!(buf = malloc(cap))) {
+                cap = 0;
+                problem(c, file, i, "out of memory decoding the record");
+                continue;
+            }
+        }
+        const uint8_t *src = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
+        if (s->codec == ZR_CODEC_RAW) {
+            memcpy(buf, src, l.logic_length);
+        } else if (!dctx) {
+            problem(c, file, i, "out of memory for a zstd context");
+            continue;
+        } else {
+            size_t r = s->ddict ? ZSTD_decompress_usingDDict(dctx, buf, l.logic_length, src,
+                                                              l.phys_length, s->ddict)
+                                : ZSTD_decompressDCtx(dctx, buf, l.logic_length, src, l.phys_length);
+            if (ZSTD_isError(r)) {
+                problem(c, file, i, "does not decode: %s", ZSTD_getErrorName(r));
+                continue;
+            }
+            if (r != l.logic_length) {
+                problem(c, file, i, "decodes to %zu bytes, its entry says %u", r, l.logic_length);
+                continue;
+            }
+        }
+        uint32_t nd;
+        uint64_t poff;
+        if (s->id.kind == ZR_RAGGED &&
+            zr_prefix_check(buf, l.logic_length, s->id.itemsize, &nd, &poff) != 0)
+            problem(c, file, i, "shape prefix is inconsistent with the record's %u bytes",
+                    l.logic_length);
+    }
+    free(buf);
+    zr_dctx_put(dctx);
+}
+
+struct span {
+    uint32_t chunk, offset, phys;
+    uint64_t index;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    if (x->chunk != y->chunk)
+        return x->chunk < y->chunk ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void check_overlaps(struct scan *c)
+{
+    zr_store *s = c->s;
+    uint64_t m = 0;
+    for (uint64_t i = 0; i < c->len; i++)
+        m += c->ok[i];
+    struct span *v = malloc((m ? m : 1) * sizeof *v);
+    if (!v) {
+        problem(c, "", UINT64_MAX, "out of memory for the overlap check");
+        return;
+    }
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < c->len; i++) {
+        if (!c->ok[i])
+            continue;
+        struct zr_loc l;
+        const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
+        zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, &l);
+        v[j++] = (struct span){l.chunk_id, l.offset, l.phys_length, i};
+    }
+    qsort(v, m, sizeof *v, cmp_span);
+    for (uint64_t k = 1; k < m; k++)
+        if (v[k].chunk == v[k - 1].chunk && (uint64_t)v[k - 1].offset + v[k - 1].phys > v[k].offset) {
+            char file[32];
+            snprintf(file, sizeof file, "%u.chunk", v[k].chunk);
+            problem(c, file, v[k].index, "overlaps record %llu", (unsigned long long)v[k - 1].index);
+        }
+    free(v);
+}
+
+ZR_API void zr_verify_report_free(zr_verify_report *r)
+{
+    if (!r)
+        return;
+    free(r->problems);
+    free(r);
+}
+
+ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
+{
+    if (!s || !out)
+        return zr_err(ZR_EINVAL, "zr_verify: NULL argument");
+    *out = NULL;
+    struct scan c = {.s = s, .len = zr_len(s)};
+    c.r = calloc(1, sizeof *c.r);
+    if (c.r)
+        c.r->problems = calloc(MAX_LISTED, sizeof *c.r->problems);
+    c.ok = calloc(c.len ? c.len : 1, 1);
+    if (!c.r || !c.r->problems || !c.ok) {
+        zr_verify_report_free(c.r);
+        free(c.ok);
+        return zr_err(ZR_ENOMEM, "verifying %s", s->path);
+    }
+    pthread_mutex_init(&c.lock, NULL);
+    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
+    if (atomic_load(&tail->size) < s->hdr.tail_offset)
+        problem(&c, "meta.zr", UINT64_MAX, "frontier %u lies past the end of %u.chunk",
+                s->hdr.tail_offset, s->hdr.tail_chunk);
+    c.nblocks = (size_t)((c.len + BLOCK - 1) / BLOCK);
+    zr_pool_run(c.nblocks, decode_block, &c);
+    check_overlaps(&c);
+    c.r->records_checked = c.len;
+    pthread_mutex_destroy(&c.lock);
+    free(c.ok);
+    *out = c.r;
+    if (c.r->nproblems == 0)
+        return 0;
+    const zr_problem *p = &c.r->problems[0];
+    return zr_err(ZR_ECORRUPT, "%s: %llu problem(s); first: %s entry %llu: %s", s->path,
+                  (unsigned long long)c.r->nproblems, p->file, (unsigned long long)p->entry, p->what);
+}
