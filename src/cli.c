@@ -1,0 +1,513 @@
+/*
+ * cli.c: the plumbing every zr subcommand shares.
+ *
+ * zr promises the same behaviour everywhere: one-line messages of the form
+ * "zr: <command>: <message>" on stderr, exit status 1 for failures and 2
+ * for usage errors, strict parsing of every argument, outputs that appear
+ * whole or not at all, and stores that a failed creation takes back. This
+ * file is where those promises are kept, so the commands can stay about
+ * their own work.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+const struct cli_cmd *cli_current;
+volatile sig_atomic_t cli_interrupted;
+
+static void vmessage(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "zr: ");
+    if (cli_current)
+        fprintf(stderr, "%s: ", cli_current->name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int cli_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    return EXIT_FAIL;
+}
+
+int cli_fail_lib(const char *context)
+{
+    /* The library's message is the code's text ("ZR_ECORRUPT: store is
+     * corrupt") followed by the detail, which names the file and says what
+     * is wrong. At a shell the detail is the message; only corruption keeps
+     * a word of the code's text, because the detail alone may not say it. */
+    const char *msg = zr_last_error();
+    const char *prefix = "";
+    for (int code = -1; code >= -64; code--) {
+        const char *text = zr_strerror(code);
+        size_t n = strlen(text);
+        if (strncmp(text, "ZR_E?", 5) == 0 || strncmp(msg, text, n) != 0)
+            continue;
+        if (msg[n] == ':' && msg[n + 1] == ' ') {
+            msg += n + 2;
+            prefix = code == ZR_ECORRUPT ? "corrupt store: " : "";
+        } else if (msg[n] == '\0') {
+            msg = strstr(text, ": ") ? strstr(text, ": ") + 2 : text;
+        }
+        break;
+    }
+    if (context)
+        return cli_fail("%s: %s%s", context, prefix, msg);
+    return cli_fail("%s%s", prefix, msg);
+}
+
+int cli_usage(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (cli_current)
+        fprintf(stderr, "zr: %s: %s (see 'zr %s --help')\n", cli_current->name, buf,
+                cli_current->name);
+    else
+        fprintf(stderr, "zr: %s (see 'zr --help')\n", buf);
+    return EXIT_USAGE;
+}
+
+int cli_print_help(const struct cli_cmd *cmd)
+{
+    printf("Usage: zr %s\n\n%s.\n", cmd->synopsis, cmd->summary);
+    if (cmd->help && *cmd->help)
+        printf("\n%s", cmd->help);
+    printf("\nExit status: 0 on success, 1 on failure, 2 on a usage error.\n");
+    return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+int cli_help(void)
+{
+    return cli_print_help(cli_current);
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+    char spec[64];
+    /* The leading ':' makes getopt report a missing value apart from an
+     * unknown option; opterr = 0 leaves every message to us. */
+    snprintf(spec, sizeof spec, ":%s", shortopts);
+    opterr = 0;
+    int c = getopt_long(argc, argv, spec, longopts, NULL);
+    const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+    switch (c) {
+    case 'h':
+        cli_help();
+        return CLI_HELP;
+    case ':':
+        cli_usage("option '%s' needs a value", arg);
+        return CLI_BAD;
+    case '?':
+        if (optopt && optopt != '?')
+            cli_usage("unknown option '-%c'", optopt);
+        else
+            cli_usage("unknown option '%s'", arg);
+        return CLI_BAD;
+    default:
+        return c;
+    }
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_codec(const char *s, int *codec)
+{
+    static const int codecs[] = {ZR_CODEC_RAW, ZR_CODEC_ZSTD, ZR_CODEC_ZSTD_DICT};
+    for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++)
+        if (strcmp(s, zr_codec_name(codecs[i])) == 0) {
+            *codec = codecs[i];
+            return true;
+        }
+    return false;
+}
+
+bool cli_parse_tier(const char *s, int *tier)
+{
+    static const char *const names[] = {"fast", "balanced", "max"};
+    static const int tiers[] = {ZR_TIER_FAST, ZR_TIER_BALANCED, ZR_TIER_MAX};
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *tier = tiers[i];
+            return true;
+        }
+    return false;
+}
+
+bool cli_parse_shape(const char *s, uint64_t *shape, uint32_t *ndim, uint32_t max)
+{
+    *ndim = 0;
+    if (*s == '\0')
+        return true;
+    for (;;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char num[24];
+        if (len == 0 || len >= sizeof num || *ndim == max)
+            return false;
+        memcpy(num, s, len);
+        num[len] = '\0';
+        if (!cli_parse_u64(num, &shape[*ndim]))
+            return false;
+        (*ndim)++;
+        if (!comma)
+            return true;
+        s = comma + 1;
+    }
+}
+
+int cli_parse_ranges(char **ops, int nops, uint64_t length, struct cli_range **out, size_t *n)
+{
+    struct cli_range *r = malloc((nops > 0 ? (size_t)nops : 1) * sizeof *r);
+    if (!r)
+        return cli_fail("out of memory");
+    int rc = EXIT_OK;
+    for (int i = 0; i < nops && rc == EXIT_OK; i++) {
+        const char *op = ops[i];
+        const char *colon = strchr(op, ':');
+        uint64_t lo = 0, hi = length;
+        if (!colon) {
+            if (!cli_parse_u64(op, &lo))
+                rc = cli_usage("'%s' is not an index (INDEX or A:B)", op);
+            else if (lo >= length)
+                rc = cli_fail("index %s is out of range: the store holds %llu records", op,
+                              (unsigned long long)length);
+            hi = lo + 1;
+        } else {
+            char a[24];
+            size_t alen = (size_t)(colon - op);
+            bool ok = alen < sizeof a;
+            if (ok && alen > 0) {
+                memcpy(a, op, alen);
+                a[alen] = '\0';
+                ok = cli_parse_u64(a, &lo);
+            }
+            if (ok && colon[1] != '\0')
+                ok = cli_parse_u64(colon + 1, &hi);
+            if (!ok)
+                rc = cli_usage("'%s' is not an index (INDEX or A:B)", op);
+            else if (lo > hi)
+                rc = cli_usage("range %s is reversed", op);
+            else if (hi > length)
+                rc = cli_fail("range %s is out of range: the store holds %llu records", op,
+                              (unsigned long long)length);
+        }
+        r[i] = (struct cli_range){lo, hi};
+    }
+    if (rc != EXIT_OK) {
+        free(r);
+        return rc;
+    }
+    *out = r;
+    *n = (size_t)nops;
+    return EXIT_OK;
+}
+
+int cli_write_all(int fd, const void *buf, size_t len, const char *what)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return cli_fail("writing %s: %s", what, strerror(errno));
+        p += w;
+        len -= (size_t)w;
+    }
+    return EXIT_OK;
+}
+
+int cli_read_file(const char *path, uint64_t max, void **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint8_t *data = NULL;
+    int rc = EXIT_OK;
+    struct stat st;
+    if (fd < 0)
+        return cli_fail("%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0)
+        rc = cli_fail("%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = cli_fail("%s: not a regular file", path);
+    else if ((uint64_t)st.st_size > max)
+        rc = cli_fail("%s: %llu bytes is more than the %llu allowed", path,
+                      (unsigned long long)st.st_size, (unsigned long long)max);
+    else if (!(data = malloc(st.st_size ? (size_t)st.st_size : 1)))
+        rc = cli_fail("%s: out of memory", path);
+    size_t got = 0;
+    while (rc == EXIT_OK && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, data + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = cli_fail("%s: %s", path, strerror(errno));
+        else if (r == 0)
+            rc = cli_fail("%s: the file shrank while being read", path);
+        else
+            got += (size_t)r;
+    }
+    close(fd);
+    if (rc != EXIT_OK) {
+        free(data);
+        return rc;
+    }
+    *buf = data;
+    *len = got;
+    return EXIT_OK;
+}
+
+int cli_out_open(struct cli_out *o, const char *path)
+{
+    *o = (struct cli_out){.fd = -1};
+    if (strcmp(path, "-") == 0) {
+        o->fd = STDOUT_FILENO;
+        return EXIT_OK;
+    }
+    size_t n = strlen(path) + 16;
+    o->path = strdup(path);
+    o->tmp = malloc(n);
+    if (!o->path || !o->tmp) {
+        cli_out_abort(o);
+        return cli_fail("out of memory");
+    }
+    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+    o->fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (o->fd < 0) {
+        int e = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        cli_out_abort(o);
+        return cli_fail("%s: %s", path, strerror(e));
+    }
+    /* mkstemp makes the file 0600; give it the mode a plain creat would. */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(o->fd, 0666 & ~mask);
+    return EXIT_OK;
+}
+
+int cli_out_commit(struct cli_out *o)
+{
+    int rc = EXIT_OK;
+    if (!o->path)
+        return EXIT_OK;
+    if (fsync(o->fd) != 0)
+        rc = cli_fail("%s: %s", o->path, strerror(errno));
+    if (close(o->fd) != 0 && rc == EXIT_OK)
+        rc = cli_fail("%s: %s", o->path, strerror(errno));
+    o->fd = -1;
+    if (rc == EXIT_OK && rename(o->tmp, o->path) != 0)
+        rc = cli_fail("%s: %s", o->path, strerror(errno));
+    if (rc != EXIT_OK) {
+        cli_out_abort(o);
+        return rc;
+    }
+    free(o->tmp);
+    free(o->path);
+    *o = (struct cli_out){.fd = -1};
+    return EXIT_OK;
+}
+
+void cli_out_abort(struct cli_out *o)
+{
+    if (o->path && o->fd >= 0)
+        close(o->fd);
+    if (o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->path);
+    *o = (struct cli_out){.fd = -1};
+}
+
+int cli_create_begin(struct cli_created *c, const char *store)
+{
+    *c = (struct cli_created){0};
+    char *marker = NULL;
+    struct stat st;
+    if (asprintf(&marker, "%s/store.zr", store) < 0)
+        return cli_fail("out of memory");
+    bool exists = stat(marker, &st) == 0;
+    free(marker);
+    if (exists)
+        return cli_fail("%s already holds a store", store);
+    c->store = strdup(store);
+    if (!c->store)
+        return cli_fail("out of memory");
+    /* Find the highest folder of the path that does not exist yet: creation
+     * makes it and everything below, so undoing removes exactly that. */
+    char *p = strdup(store);
+    if (!p) {
+        cli_create_end(c);
+        return cli_fail("out of memory");
+    }
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/')
+        p[--len] = '\0';
+    for (;;) {
+        if (lstat(p, &st) == 0 || errno != ENOENT)
+            break;
+        free(c->remove_root);
+        c->remove_root = strdup(p);
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p)
+            break;
+        *slash = '\0';
+    }
+    free(p);
+    return EXIT_OK;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Inside a folder that existed before, remove only the store's own files,
+ * store.zr first so that the store stops existing before anything else
+ * goes. */
+static void remove_store_files(const char *store)
+{
+    static const char *const fixed[] = {"store.zr", "meta.zr", "dict.zr"};
+    char path[4096];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", store, fixed[i]);
+        unlink(path);
+    }
+    static const char *const suffixes[] = {"chunk", "loc"};
+    for (size_t k = 0; k < 2; k++)
+        for (unsigned id = 0;; id++) {
+            snprintf(path, sizeof path, "%s/%u.%s", store, id, suffixes[k]);
+            if (unlink(path) != 0)
+                break;
+        }
+}
+
+void cli_create_undo(struct cli_created *c)
+{
+    if (!c->store)
+        return;
+    if (c->remove_root)
+        nftw(c->remove_root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    else
+        remove_store_files(c->store);
+}
+
+void cli_create_end(struct cli_created *c)
+{
+    free(c->store);
+    free(c->remove_root);
+    *c = (struct cli_created){0};
+}
+
+int cli_open(zr_store **s, const char *path, int mode)
+{
+    if (zr_open(s, path, mode) != 0)
+        return cli_fail_lib(NULL);
+    return EXIT_OK;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void cli_catch_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int cli_check_interrupt(void)
+{
+    return cli_interrupted ? cli_fail("interrupted") : EXIT_OK;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void progress_start(struct progress *p, bool quiet, const char *unit, uint64_t total)
+{
+    *p = (struct progress){.on = !quiet && isatty(STDERR_FILENO), .unit = unit, .total = total};
+    p->start = p->last = now();
+}
+
+void progress_update(struct progress *p, uint64_t done, uint64_t bytes)
+{
+    if (!p->on)
+        return;
+    double t = now();
+    /* A few redraws a second are plenty and cost nothing measurable. */
+    if (t - p->last < 0.25 && done < p->total)
+        return;
+    p->last = t;
+    double secs = t - p->start;
+    double rate = secs > 0 ? (double)bytes / secs / (1024.0 * 1024.0) : 0.0;
+    fprintf(stderr, "\rzr %s: %llu", cli_current->name, (unsigned long long)done);
+    if (p->total)
+        fprintf(stderr, "/%llu", (unsigned long long)p->total);
+    fprintf(stderr, " %s, %.1f MiB/s", p->unit, rate);
+    if (p->total && done > 0 && done < p->total) {
+        double eta = secs * (double)(p->total - done) / (double)done;
+        fprintf(stderr, ", ETA %d:%02d", (int)(eta / 60), (int)eta % 60);
+    }
+    fprintf(stderr, "\033[K");
+}
+
+void progress_end(struct progress *p)
+{
+    if (p->on)
+        fputc('\n', stderr);
+    p->on = false;
+}
+
+void cli_format_shape(char *buf, size_t cap, const uint64_t *shape, uint32_t ndim)
+{
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (uint32_t d = 0; d < ndim && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", d ? ", " : "",
+                              (unsigned long long)shape[d]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "%s)", ndim == 1 ? "," : "");
+}

@@ -1,0 +1,103 @@
+/*
+ * cmd_info.c: `zr info`, what a store is and holds, for people or (with
+ * --json) for programs.
+ */
+#include <stdio.h>
+
+#include "cli.h"
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void print_json(zr_store *s, const char *store)
+{
+    uint32_t ndim;
+    const uint64_t *shape = zr_item_shape(s, &ndim);
+    printf("{\"store\": ");
+    json_string(store);
+    printf(", \"kind\": \"%s\", \"dtype\": ", zr_kind(s) == ZR_DENSE ? "dense" : "ragged");
+    json_string(zr_dtype(s));
+    printf(", \"item_shape\": ");
+    if (zr_kind(s) == ZR_DENSE) {
+        printf("[");
+        for (uint32_t d = 0; d < ndim; d++)
+            printf("%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+        printf("]");
+    } else {
+        printf("null");
+    }
+    printf(", \"codec\": \"%s\", \"records\": %llu}\n", zr_codec_name(zr_codec(s)),
+           (unsigned long long)zr_len(s));
+}
+
+static void print_text(zr_store *s, const char *store)
+{
+    uint32_t ndim;
+    const uint64_t *shape = zr_item_shape(s, &ndim);
+    char buf[1024] = "(per record)";
+    if (zr_kind(s) == ZR_DENSE)
+        cli_format_shape(buf, sizeof buf, shape, ndim);
+    printf("store:       %s\n", store);
+    printf("kind:        %s\n", zr_kind(s) == ZR_DENSE ? "dense" : "ragged");
+    printf("dtype:       %s\n", zr_dtype(s));
+    printf("item shape:  %s\n", buf);
+    printf("codec:       %s\n", zr_codec_name(zr_codec(s)));
+    printf("records:     %llu\n", (unsigned long long)zr_len(s));
+}
+
+static int run_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    bool json = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, "jh", opts)) != -1) {
+        switch (c) {
+        case 'j':
+            json = true;
+            break;
+        case CLI_HELP:
+            return EXIT_OK;
+        default:
+            return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
+    const char *store = argv[optind];
+    zr_store *s = NULL;
+    int rc = cli_open(&s, store, ZR_RDONLY);
+    if (rc == EXIT_OK) {
+        if (json)
+            print_json(s, store);
+        else
+            print_text(s, store);
+        if (fflush(stdout) != 0)
+            rc = cli_fail("writing stdout failed");
+    }
+    zr_close(s);
+    return rc;
+}
+
+const struct cli_cmd cmd_info = {
+    "info", run_info,
+    "info STORE [--json]",
+    "Describe a store: kind, dtype, item shape, codec, records",
+    "Options:\n"
+    "  -j, --json        one JSON object instead of text\n"
+    "  -h, --help        show this help\n",
+};
