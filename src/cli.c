@@ -401,9 +401,9 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
  * goes. */
 static void remove_store_files(const char *store)
 {
-    static const char *const fixed[] = {"store.zr", "meta.zr", "dict.zr"};
+    static const char *const fixed[] = {"store.zr", "meta.zr", "dict.zr", "intent.zr"};
     char path[4096];
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", store, fixed[i]);
         unlink(path);
     }

@@ -37,7 +37,7 @@ extern const size_t cli_ncommands;
 
 /* The subcommands, each defined in its src/cmd_*.c. */
 extern const struct cli_cmd cmd_create, cmd_import, cmd_append, cmd_export, cmd_cat, cmd_info,
-    cmd_train_dict, cmd_recode, cmd_mount;
+    cmd_delete, cmd_compact, cmd_verify, cmd_train_dict, cmd_recode, cmd_mount;
 /* The command running now; messages name it. */
 extern const struct cli_cmd *cli_current;
 

@@ -7,8 +7,9 @@
  * every file of the list), and the target's dtype and item shape are
  * compared with the input's. import creates the store and, if anything
  * fails afterwards, removes what it created, so it either makes a complete
- * store or leaves nothing. append adds in batches, each one commit; if a
- * later batch fails the message says how many records went in.
+ * store or leaves nothing. append adds in batches, each one commit, and if
+ * a later batch fails it deletes the records of the earlier ones, so it
+ * too is all or nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,25 @@ static int fill(zr_store *s, const struct fill_opts *o, const struct npy_src *sr
     return rc;
 }
 
+/* Take back the batches a failed append committed. Deleting the last
+ * records is a truncation (each hole is filled by itself), so the store
+ * returns to its state before the append; the message of the failure has
+ * been printed, only a failed rollback adds one. */
+static void rollback(zr_store *s, const char *store, uint64_t before)
+{
+    uint64_t added = zr_len(s) - before;
+    if (added == 0)
+        return;
+    uint64_t *idx = malloc((size_t)added * sizeof *idx);
+    for (uint64_t k = 0; idx && k < added; k++)
+        idx[k] = before + k;
+    if (!idx || zr_delete(s, idx, (size_t)added) != 0 || zr_sync(s) != 0)
+        cli_fail("%s: %llu records appended before the failure remain (indices %llu..%llu)",
+                 store, (unsigned long long)added, (unsigned long long)before,
+                 (unsigned long long)(before + added - 1));
+    free(idx);
+}
+
 static int run_import(int argc, char **argv)
 {
     struct fill_opts o;
@@ -296,11 +316,8 @@ static int run_append(int argc, char **argv)
     if (rc == EXIT_OK) {
         before = zr_len(s);
         rc = fill(s, &o, &src, &fl);
-        uint64_t added = zr_len(s) - before;
-        if (rc != EXIT_OK && added > 0)
-            cli_fail("%s: %llu records were appended before the failure (indices %llu..%llu)",
-                     o.store, (unsigned long long)added, (unsigned long long)before,
-                     (unsigned long long)(before + added - 1));
+        if (rc != EXIT_OK)
+            rollback(s, o.store, before);
     }
     if (rc == EXIT_OK && o.map)
         rc = file_list_write_map(&fl, before, o.map);
@@ -345,7 +362,8 @@ const struct cli_cmd cmd_append = {
     "Append the rows of an .npy file, or files, to an existing store",
     "The dtype and item shape of FILE.npy must equal the store's (a Ragged store takes\n"
     "each row as one record). --files appends to a Ragged |u1 store. Nothing is\n"
-    "written when they do not match. Records go in batches, one commit each.\n"
+    "written when they do not match. Records go in batches; if one fails, those\n"
+    "already appended are deleted again, so the store is left as it was.\n"
     "\n"
     "Options:\n"
     "  -f, --files SRC   append files from folder SRC, or from a list on stdin (-)\n"
