@@ -262,8 +262,14 @@ static int flush_batch(zr_store *s, struct batch *b)
         rc = zr_write_all(zr_ftable_at(&s->chunks, l->chunk_id)->fd, b->data + off,
                           l->phys_length, l->offset, name);
         off += l->phys_length;
-        if (rc == 0)
+        if (rc == 0) {
+            /* Packing may fill a chunk further than its old layout did. */
+            struct zr_file *f = zr_ftable_at(&s->chunks, l->chunk_id);
+            uint64_t end = (uint64_t)l->offset + l->phys_length;
+            if (end > atomic_load(&f->size))
+                atomic_store_explicit(&f->size, end, memory_order_release);
             rc = write_entry(s, b->e[k].index, l);
+        }
         lo = ZR_MIN(lo, l->chunk_id);
         hi = ZR_MAX(hi, l->chunk_id);
     }

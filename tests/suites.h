@@ -5,7 +5,8 @@
 #include <check.h>
 
 #define ZR_SUITES \
-    ZR_SUITE(format)
+    ZR_SUITE(format) \
+    ZR_SUITE(maint)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
