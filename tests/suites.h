@@ -5,6 +5,8 @@
 #include <check.h>
 
 #define ZR_SUITES \
+    ZR_SUITE(sampler) \
+    ZR_SUITE(loader) \
     ZR_SUITE(format) \
     ZR_SUITE(maint)
 

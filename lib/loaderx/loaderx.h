@@ -313,6 +313,8 @@ ZR_API int zr_tier_sizes(int tier, size_t *dict_bytes, size_t *sample_bytes);
 /* The number of threads a batched call fans out to (the online CPUs). */
 ZR_API int zr_threads(void);
 
+#include "loader.h"
+
 #ifdef __cplusplus
 }
 #endif

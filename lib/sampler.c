@@ -1,0 +1,232 @@
+/*
+ * sampler.c: the index sampler. It owns the three ways a training step is
+ * turned into record indices (sequential, iid, cyclic) and the sharding of
+ * each global batch among ranks.
+ *
+ * Every batch is computed from (parameters, seed, step) alone, with no
+ * state carried between steps: resuming a run is asking for its step, and
+ * a batch costs the same at step 10^12 as at step 0. For that the random
+ * modes use counter-based randomness: a 64-bit key derived from the seed is
+ * mixed with the step (and, for iid, the position) by the SplitMix64
+ * finaliser, a bijective avalanche function, instead of advancing a
+ * generator. Positions are global (rank * batch + offset) so the shards of
+ * all ranks are slices of one global batch.
+ */
+#include "sampler.h"
+
+#define GOLDEN 0x9e3779b97f4a7c15ull /* SplitMix64's odd increment */
+
+/* Domain-separation constants so that the iid and cyclic streams, and the
+ * seed's key, never share inputs to the mixer. */
+#define TAG_KEY 0x5a52b51e3e2c7f01ull
+#define TAG_CYCLE 0xc2b2ae3d27d4eb4full
+
+/* Rounds of the Feistel network. Four already give a pseudorandom
+ * permutation in theory; six keep small domains well shuffled too. */
+#define FEISTEL_ROUNDS 6
+
+/* The SplitMix64 finaliser: a bijection on 64-bit words in which every
+ * input bit affects every output bit. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static bool mode_ok(int mode)
+{
+    return mode == ZR_SEQUENTIAL || mode == ZR_IID || mode == ZR_CYCLIC;
+}
+
+ZR_API int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
+                           uint64_t seed, uint32_t rank, uint32_t world)
+{
+    if (!sm)
+        return zr_err(ZR_EINVAL, "zr_sampler_init: NULL sampler");
+    memset(sm, 0, sizeof *sm);
+    if (!mode_ok(mode))
+        return zr_err(ZR_EINVAL, "sampler mode %d is not ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC", mode);
+    if (n == 0 || n > ZR_SAMPLER_MAX_N)
+        return zr_err(ZR_EINVAL, "index space of %llu records: it must be in [1, 2^63]",
+                      (unsigned long long)n);
+    if (world == 0 || rank >= world)
+        return zr_err(ZR_EINVAL, "rank %u of world %u: rank must be below world", rank, world);
+    uint64_t global;
+    if (batch == 0 || !zr_mul_ok(batch, world, &global) || global > n)
+        return zr_err(ZR_EINVAL,
+                      "batch %llu times world %u must be between 1 and the index space %llu",
+                      (unsigned long long)batch, world, (unsigned long long)n);
+    unsigned bits = 2;
+    while (bits < 64 && ((uint64_t)1 << bits) < n)
+        bits++;
+    sm->n = n;
+    sm->batch = batch;
+    sm->global = global;
+    sm->per_cycle = mode == ZR_CYCLIC ? n / global : 0;
+    sm->seed = seed;
+    sm->rank = rank;
+    sm->world = world;
+    sm->mode = mode;
+    sm->bits = bits;
+    sm->key = mix64(seed ^ TAG_KEY);
+    return 0;
+}
+
+/* The window starts at (step * G) mod n, computed in 128 bits because the
+ * product overflows 64 bits for large steps. start + p stays below 2n <=
+ * 2^64, so one conditional subtraction wraps it. */
+static void fill_sequential(const zr_sampler *sm, uint64_t step, uint64_t *out)
+{
+    uint64_t n = sm->n;
+    uint64_t start = (uint64_t)(((unsigned __int128)step * sm->global) % n);
+    start += sm->rank * sm->batch;
+    if (start >= n)
+        start -= n;
+    for (uint64_t i = 0; i < sm->batch; i++) {
+        uint64_t v = start + i;
+        out[i] = v >= n ? v - n : v;
+    }
+}
+
+/*
+ * Lemire's nearly-divisionless method: the high word of x * n is uniform
+ * on [0, n) once the draws whose low word falls below t = 2^64 mod n are
+ * rejected, because every output then has exactly floor(2^64 / n)
+ * preimages. A rejected draw is replaced by the next word of the position's
+ * own chain, mix64(x + GOLDEN), so a retry never borrows another position's
+ * randomness and the result stays a function of (seed, step, position).
+ */
+static uint64_t fill_iid(const zr_sampler *sm, uint64_t step, uint64_t *out)
+{
+    uint64_t n = sm->n;
+    uint64_t t = (0 - n) % n;
+    uint64_t rejected = 0;
+    uint64_t step_key = mix64(sm->key + (step + 1) * GOLDEN);
+    uint64_t pos0 = (uint64_t)sm->rank * sm->batch;
+    for (uint64_t i = 0; i < sm->batch; i++) {
+        uint64_t x = mix64(step_key + (pos0 + i + 1) * GOLDEN);
+        unsigned __int128 m = (unsigned __int128)x * n;
+        while ((uint64_t)m < t) {
+            rejected++;
+            x = mix64(x + GOLDEN);
+            m = (unsigned __int128)x * n;
+        }
+        out[i] = (uint64_t)(m >> 64);
+    }
+    return rejected;
+}
+
+/* A permutation of [0, 2^bits) for one cycle: an unbalanced Feistel network
+ * whose two halves (hi and lo bits wide) trade places every round. */
+struct feistel {
+    uint64_t keys[FEISTEL_ROUNDS];
+    unsigned bits;
+};
+
+static uint64_t feistel_apply(const struct feistel *f, uint64_t x)
+{
+    unsigned lo_w = f->bits / 2, hi_w = f->bits - lo_w;
+    for (int r = 0; r < FEISTEL_ROUNDS; r++) {
+        uint64_t lo_mask = ((uint64_t)1 << lo_w) - 1, hi_mask = ((uint64_t)1 << hi_w) - 1;
+        uint64_t hi = x >> lo_w, lo = x & lo_mask;
+        x = (lo << hi_w) | ((hi ^ mix64(lo ^ f->keys[r])) & hi_mask);
+        unsigned w = lo_w;
+        lo_w = hi_w;
+        hi_w = w;
+    }
+    return x;
+}
+
+/* The same network over LANES consecutive inputs at once. Each input is a
+ * long chain of dependent multiplies; interleaving independent chains
+ * lets the processor overlap them, which is most of the speed. */
+#define LANES 8
+
+static void feistel_lanes(const struct feistel *f, uint64_t first, uint64_t *x)
+{
+    for (int l = 0; l < LANES; l++)
+        x[l] = first + (uint64_t)l;
+    unsigned lo_w = f->bits / 2, hi_w = f->bits - lo_w;
+    for (int r = 0; r < FEISTEL_ROUNDS; r++) {
+        uint64_t lo_mask = ((uint64_t)1 << lo_w) - 1, hi_mask = ((uint64_t)1 << hi_w) - 1;
+        for (int l = 0; l < LANES; l++) {
+            uint64_t hi = x[l] >> lo_w, lo = x[l] & lo_mask;
+            x[l] = (lo << hi_w) | ((hi ^ mix64(lo ^ f->keys[r])) & hi_mask);
+        }
+        unsigned w = lo_w;
+        lo_w = hi_w;
+        hi_w = w;
+    }
+}
+
+/* Cycle-walking: applying the permutation again until the value lands in
+ * [0, n) restricts a permutation of the power-of-two domain to one of
+ * [0, n). It terminates because the walk follows the permutation's cycle
+ * through the starting point, itself below n; with the domain under 2n the
+ * expected number of steps is below two. */
+static inline uint64_t walk(const struct feistel *f, uint64_t x, uint64_t n)
+{
+    while (x >= n)
+        x = feistel_apply(f, x);
+    return x;
+}
+
+static void fill_cyclic(const zr_sampler *sm, uint64_t step, uint64_t *out)
+{
+    uint64_t cycle = step / sm->per_cycle, within = step % sm->per_cycle;
+    struct feistel f = {.bits = sm->bits};
+    uint64_t cycle_key = mix64(sm->key ^ mix64((cycle + 1) * GOLDEN ^ TAG_CYCLE));
+    for (int r = 0; r < FEISTEL_ROUNDS; r++)
+        f.keys[r] = mix64(cycle_key + (uint64_t)(r + 1) * GOLDEN);
+    uint64_t pos0 = within * sm->global + (uint64_t)sm->rank * sm->batch;
+    uint64_t i = 0;
+    for (; i + LANES <= sm->batch; i += LANES) {
+        uint64_t x[LANES];
+        feistel_lanes(&f, pos0 + i, x);
+        for (int l = 0; l < LANES; l++)
+            out[i + (uint64_t)l] = walk(&f, x[l], sm->n);
+    }
+    for (; i < sm->batch; i++)
+        out[i] = walk(&f, feistel_apply(&f, pos0 + i), sm->n);
+}
+
+/* A sampler passed in must be one zr_sampler_init produced; a zeroed or
+ * hand-edited struct is refused rather than dividing by zero. */
+static bool sampler_ok(const zr_sampler *sm)
+{
+    uint64_t global;
+    return mode_ok(sm->mode) && sm->n >= 1 && sm->n <= ZR_SAMPLER_MAX_N && sm->batch >= 1 &&
+           sm->world >= 1 && sm->rank < sm->world && zr_mul_ok(sm->batch, sm->world, &global) &&
+           global == sm->global && global <= sm->n && sm->bits >= 2 && sm->bits <= 63 &&
+           (sm->mode != ZR_CYCLIC || sm->per_cycle == sm->n / global);
+}
+
+int zr_sampler_batch_counted(const zr_sampler *sm, uint64_t step, uint64_t *out,
+                             uint64_t *rejections)
+{
+    if (!sm || !out)
+        return zr_err(ZR_EINVAL, "zr_sampler_batch: NULL argument");
+    if (!sampler_ok(sm))
+        return zr_err(ZR_EINVAL, "zr_sampler_batch: the sampler was not set up by zr_sampler_init");
+    switch (sm->mode) {
+    case ZR_SEQUENTIAL:
+        fill_sequential(sm, step, out);
+        break;
+    case ZR_IID: {
+        uint64_t r = fill_iid(sm, step, out);
+        if (rejections)
+            *rejections += r;
+        break;
+    }
+    default:
+        fill_cyclic(sm, step, out);
+        break;
+    }
+    return 0;
+}
+
+ZR_API int zr_sampler_batch(const zr_sampler *sm, uint64_t step, uint64_t *out)
+{
+    return zr_sampler_batch_counted(sm, step, out, NULL);
+}
