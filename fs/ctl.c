@@ -1,0 +1,284 @@
+/*
+ * ctl.c: the control files of a store folder, which answer in the
+ * store's terms rather than per record.
+ *
+ *   .stats    one JSON object describing the store, built once and kept
+ *             until a mutation (a read-only mount's store cannot change).
+ *   .gather   per open handle: the text written is an index list; the
+ *             first read after it gathers the whole batch in one library
+ *             call and the reads hand it out; the read after the last
+ *             byte returns end of file and the handle takes a new list.
+ *
+ * .gather is a stream, not a file: a shell opens one
+ * descriptor for both directions (exec 3<>.gather), so after the write
+ * the file position is past the written text. Offsets are therefore
+ * ignored and each handle keeps its own read position. Every function
+ * here that takes a handle expects its caller to hold h->mu, and to
+ * reply to the request before releasing it (the bytes handed out live in
+ * the handle).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs/zrfs.h"
+
+/* A growing text buffer. */
+struct text {
+    char *s;
+    size_t len, cap;
+    bool failed;
+};
+
+static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add(struct text *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(t->s ? t->s + t->len : NULL, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            t->failed = true;
+            return;
+        }
+        if ((size_t)w < t->cap - t->len) {
+            t->len += (size_t)w;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)w + 1) * 2;
+        char *p = realloc(t->s, cap);
+        if (!p) {
+            t->failed = true;
+            return;
+        }
+        t->s = p;
+        t->cap = cap;
+    }
+}
+
+/* A JSON string literal; only the characters JSON requires are escaped. */
+static void add_json_string(struct text *t, const char *s)
+{
+    add(t, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            add(t, "\\%c", c);
+        else if (c < 0x20)
+            add(t, "\\u%04x", c);
+        else
+            add(t, "%c", c);
+    }
+    add(t, "\"");
+}
+
+static int text_done(struct text *t, char **out, size_t *len)
+{
+    if (t->failed) {
+        free(t->s);
+        return -ENOMEM;
+    }
+    *out = t->s;
+    *len = t->len;
+    return 0;
+}
+
+/* Build the .stats text. The caller holds st->lock shared. */
+static int build_stats(struct zfs_store *st, char **out, size_t *len)
+{
+    struct text t = {0};
+    zr_store *zs = st->zs;
+    add(&t, "{\"kind\": \"%s\", \"dtype\": ", st->kind == ZR_DENSE ? "dense" : "ragged");
+    add_json_string(&t, zr_dtype(zs));
+    add(&t, ", \"item_shape\": ");
+    if (st->kind == ZR_DENSE) {
+        uint32_t ndim;
+        const uint64_t *shape = zr_item_shape(zs, &ndim);
+        add(&t, "[");
+        for (uint32_t d = 0; d < ndim; d++)
+            add(&t, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+        add(&t, "]");
+    } else {
+        add(&t, "null");
+    }
+    add(&t, ", \"codec\": ");
+    add_json_string(&t, zr_codec_name(zr_codec(zs)));
+    add(&t, ", \"records\": %llu}\n", (unsigned long long)zr_len(zs));
+    return text_done(&t, out, len);
+}
+
+/* Make sure st->stats_json exists. The caller holds st->lock (shared)
+ * and st->ctl_mu. */
+static int ensure_stats(struct zfs_store *st)
+{
+    if (st->stats_json)
+        return 0;
+    return build_stats(st, &st->stats_json, &st->stats_len);
+}
+
+int zfs_stats_text(struct zfs_fs *fs, struct zfs_store *st, char **out, size_t *len)
+{
+    (void)fs;
+    if (!st->zs)
+        return -EIO;
+    pthread_rwlock_rdlock(&st->lock);
+    pthread_mutex_lock(&st->ctl_mu);
+    int rc = ensure_stats(st);
+    if (rc == 0) {
+        if ((*out = malloc(st->stats_len ? st->stats_len : 1))) {
+            memcpy(*out, st->stats_json, st->stats_len);
+            *len = st->stats_len;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&st->ctl_mu);
+    pthread_rwlock_unlock(&st->lock);
+    return rc;
+}
+
+int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len)
+{
+    (void)fs;
+    if (!st->zs)
+        return -EIO;
+    pthread_rwlock_rdlock(&st->lock);
+    pthread_mutex_lock(&st->ctl_mu);
+    int rc = ensure_stats(st);
+    if (rc == 0)
+        *len = st->stats_len;
+    pthread_mutex_unlock(&st->ctl_mu);
+    pthread_rwlock_unlock(&st->lock);
+    return rc;
+}
+
+/* Gather the list written to h into h->out. Dense: the records back to
+ * back. Ragged: each record as stored, [u64 ndim][u64 dims][payload]
+ * little-endian, followed by zero bytes up to a multiple of 8. */
+static int build_gather(struct zfs_store *st, struct zfs_handle *h)
+{
+    const uint64_t *idx = h->list.idx;
+    size_t n = h->list.n;
+    uint64_t *sizes = NULL, *offsets = NULL;
+    uint64_t total = 0;
+    int zrc = 0, rc = 0;
+    pthread_rwlock_rdlock(&st->lock);
+    if (st->kind == ZR_DENSE) {
+        if (st->width != 0 && n > ZFS_GATHER_MAX / st->width) {
+            rc = -EFBIG;
+            goto out;
+        }
+        total = n * st->width;
+        if (!(h->out = malloc(total ? total : 1))) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        zrc = zr_gather_dense(st->zs, idx, n, h->out);
+        goto out;
+    }
+    sizes = malloc(n * sizeof *sizes);
+    offsets = malloc(n * sizeof *offsets);
+    if (!sizes || !offsets) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    zrc = zr_ragged_sizes(st->zs, idx, n, sizes);
+    if (zrc != 0)
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        offsets[k] = total;
+        total += (sizes[k] + 7) & ~(uint64_t)7;
+        if (total > ZFS_GATHER_MAX) {
+            rc = -EFBIG;
+            goto out;
+        }
+    }
+    /* Zeroed, so the padding after each record is zero. */
+    if (!(h->out = calloc(1, total ? total : 1))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    zrc = zr_gather_ragged(st->zs, idx, n, h->out, offsets);
+out:
+    if (zrc != 0) {
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .gather: %s\n", st->path, zr_last_error());
+        rc = -zfs_errno(zrc);
+    }
+    pthread_rwlock_unlock(&st->lock);
+    free(sizes);
+    free(offsets);
+    if (rc != 0) {
+        free(h->out);
+        h->out = NULL;
+    } else {
+        h->outlen = (size_t)total;
+        h->outpos = 0;
+    }
+    return rc;
+}
+
+/* Hand out the next bytes of h->out; at its end, drop it and give 0. */
+static void serve(struct zfs_handle *h, size_t size, const char **p, size_t *n)
+{
+    size_t left = h->outlen - h->outpos;
+    size_t k = size < left ? size : left;
+    *p = h->out + h->outpos;
+    *n = k;
+    h->outpos += k;
+    if (k == 0) {
+        free(h->out);
+        h->out = NULL;
+        h->outlen = h->outpos = 0;
+        h->serving = false;
+    }
+}
+
+int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len)
+{
+    (void)fs;
+    if (!h->st->zs)
+        return -EIO;
+    if (h->serving) {
+        /* A new list: whatever was left of the last answer is dropped. */
+        free(h->out);
+        h->out = NULL;
+        h->outlen = h->outpos = 0;
+        h->serving = false;
+        zfs_idxlist_reset(&h->list);
+    }
+    zfs_idxlist_set_limit(&h->list, zr_len(h->st->zs));
+    int rc = zfs_idxlist_feed(&h->list, buf, len);
+    if (rc != 0)
+        zfs_idxlist_reset(&h->list);
+    return rc;
+}
+
+int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
+                    size_t *n)
+{
+    (void)fs;
+    *p = NULL;
+    *n = 0;
+    if (!h->st->zs)
+        return -EIO;
+    if (!h->serving) {
+        zfs_idxlist_set_limit(&h->list, zr_len(h->st->zs));
+        int rc = zfs_idxlist_finish(&h->list);
+        if (rc == 0 && h->list.n > 0)
+            rc = build_gather(h->st, h);
+        bool empty = h->list.n == 0;
+        zfs_idxlist_reset(&h->list);
+        if (rc != 0 || empty)
+            return rc;
+        h->serving = true;
+    }
+    serve(h, size, p, n);
+    return 0;
+}

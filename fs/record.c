@@ -1,0 +1,303 @@
+/*
+ * record.c: turning a record index into the bytes and the size of its
+ * file, with as little decoding as possible.
+ *
+ * A record file's bytes are the record decoded whole by the library (the
+ * public API has no partial read), so the decoded record is shared: each
+ * open handle keeps a reference to the one it reads (a reader asking for
+ * 4 KiB at a time never makes the daemon decode twice), and a small cache
+ * of the most recently decoded records serves the requests that come
+ * without a handle (-o noopen) and a read right after a stat of the same
+ * record.
+ *
+ * Sizes: a Dense record's size is the store's record width. A Ragged
+ * record's file holds its payload, without the shape prefix, and the
+ * record table tells only the stored size (prefix included): the prefix
+ * length depends on the record's ndim, which only the record itself
+ * holds. So the first stat of a Ragged record decodes it once; the ndim
+ * (and, under -o npy, the header length) is then kept in a compact
+ * per-store table of 16-bit words, in 128 KiB pages allocated on first
+ * touch. `ls -l` of a compressed Ragged store therefore costs one decode
+ * per record the first time, and nothing afterwards.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/zrfs.h"
+
+/* Decoded records kept for requests without a handle. */
+#define CACHE_SLOTS 16
+/* Records larger than this are handed to their reader but not cached. */
+#define CACHE_MAX_RECORD ((uint64_t)64 << 20)
+/* Decode failures logged per store; later ones only give EIO. */
+#define MAX_LOGGED_FAILURES 8
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cache_cv = PTHREAD_COND_INITIALIZER;
+static struct zfs_rec *slots[CACHE_SLOTS];
+static uint64_t slot_used[CACHE_SLOTS];
+static uint64_t cache_tick;
+
+static uint16_t sizes_get(struct zfs_sizes *z, uint64_t i)
+{
+    uint64_t p = i / ZFS_SIZES_PAGE;
+    if (p >= z->npages)
+        return 0;
+    _Atomic uint16_t *page = atomic_load_explicit(&z->pages[p], memory_order_acquire);
+    return page ? atomic_load_explicit(&page[i % ZFS_SIZES_PAGE], memory_order_relaxed) : 0;
+}
+
+static void sizes_set(struct zfs_sizes *z, uint64_t i, uint16_t v)
+{
+    uint64_t p = i / ZFS_SIZES_PAGE;
+    if (p >= z->npages)
+        return;
+    _Atomic uint16_t *page = atomic_load_explicit(&z->pages[p], memory_order_acquire);
+    if (!page) {
+        _Atomic uint16_t *fresh = calloc(ZFS_SIZES_PAGE, sizeof *fresh);
+        if (!fresh)
+            return; /* only a cache: the size is found again next time */
+        _Atomic uint16_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&z->pages[p], &expected, fresh)) {
+            page = fresh;
+        } else {
+            free(fresh);
+            page = expected;
+        }
+    }
+    atomic_store_explicit(&page[i % ZFS_SIZES_PAGE], v, memory_order_relaxed);
+}
+
+static void sizes_clear(struct zfs_sizes *z)
+{
+    for (size_t p = 0; p < z->npages; p++)
+        free(atomic_exchange(&z->pages[p], NULL));
+}
+
+void zfs_sizes_free(struct zfs_sizes *z)
+{
+    if (!z->pages)
+        return;
+    sizes_clear(z);
+    free(z->pages);
+    z->pages = NULL;
+    z->npages = 0;
+}
+
+void zfs_rec_put(struct zfs_rec *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        free(r->buf);
+        free(r);
+    }
+}
+
+static void log_failure(struct zfs_store *st, uint64_t i, const char *msg)
+{
+    unsigned k = atomic_fetch_add(&st->nfailures, 1);
+    if (k < MAX_LOGGED_FAILURES)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: record %llu: %s%s\n", st->path,
+                 (unsigned long long)i, msg,
+                 k + 1 == MAX_LOGGED_FAILURES ? " (further failures in this store are not logged)"
+                                              : "");
+}
+
+/* Decode record r->index into r. The caller holds st->lock shared. */
+static int load(struct zfs_fs *fs, struct zfs_rec *r)
+{
+    struct zfs_store *st = r->st;
+    uint64_t i = r->index;
+    int rc;
+    if (i >= zr_len(st->zs))
+        return -ENOENT;
+    if (st->kind == ZR_DENSE) {
+        if (!(r->buf = malloc(st->width ? st->width : 1)))
+            return -ENOMEM;
+        rc = zr_gather_dense(st->zs, &i, 1, r->buf);
+        if (rc != 0)
+            goto fail;
+        r->payload = r->buf;
+        r->payload_len = r->stored = st->width;
+        r->hdr_len = st->dense_hdr_len;
+        memcpy(r->hdr, st->dense_hdr, st->dense_hdr_len);
+        return 0;
+    }
+    uint64_t size;
+    const uint64_t zero = 0;
+    zr_view v;
+    rc = zr_ragged_sizes(st->zs, &i, 1, &size);
+    if (rc != 0)
+        goto fail;
+    if (size > SIZE_MAX || !(r->buf = malloc(size)))
+        return -ENOMEM;
+    rc = zr_gather_ragged(st->zs, &i, 1, r->buf, &zero);
+    if (rc == 0)
+        rc = zr_ragged_view(r->buf, size, st->itemsize, &v);
+    if (rc != 0)
+        goto fail;
+    r->payload = v.data;
+    r->payload_len = v.nbytes;
+    r->stored = size;
+    if (fs->cfg.npy) {
+        r->hdr_len = zfs_npy_header(r->hdr, sizeof r->hdr, zr_dtype(st->zs), v.shape, v.ndim);
+        if (r->hdr_len == 0) {
+            log_failure(st, i, "its shape does not fit an NPY header");
+            return -EIO;
+        }
+    }
+    sizes_set(&st->sizes, i, (uint16_t)((v.ndim + 1) | (r->hdr_len / 64) << 6));
+    return 0;
+fail:
+    log_failure(st, i, zr_last_error());
+    return -zfs_errno(rc);
+}
+
+int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec **out)
+{
+    *out = NULL;
+    if (!st->zs)
+        return -EIO;
+    pthread_rwlock_rdlock(&st->lock);
+    uint64_t gen = atomic_load(&st->gen);
+    struct zfs_rec *r = NULL, *evicted = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&cache_mu);
+    int victim = 0;
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        struct zfs_rec *c = slots[k];
+        if (c && c->st == st && c->index == i && c->gen == gen) {
+            r = c;
+            slot_used[k] = ++cache_tick;
+            break;
+        }
+        if (!c || (slots[victim] && slot_used[k] < slot_used[victim]))
+            victim = k;
+    }
+    if (r) {
+        atomic_fetch_add(&r->refs, 1);
+        while (!r->ready)
+            pthread_cond_wait(&cache_cv, &cache_mu);
+        rc = r->err;
+        pthread_mutex_unlock(&cache_mu);
+    } else if (!(r = calloc(1, sizeof *r))) {
+        pthread_mutex_unlock(&cache_mu);
+        rc = -ENOMEM;
+    } else {
+        /* One reference for the caller, one for the slot. Other readers
+         * of the same record wait for this load instead of repeating it. */
+        r->st = st;
+        r->index = i;
+        r->gen = gen;
+        atomic_store(&r->refs, 2);
+        evicted = slots[victim];
+        slots[victim] = r;
+        slot_used[victim] = ++cache_tick;
+        pthread_mutex_unlock(&cache_mu);
+
+        rc = load(fs, r);
+
+        pthread_mutex_lock(&cache_mu);
+        r->err = rc;
+        r->ready = true;
+        bool drop = rc != 0 || r->payload_len > CACHE_MAX_RECORD;
+        if (drop && slots[victim] == r) {
+            /* Failures are not remembered (the next read tries again),
+             * and huge records would crowd out everything else. */
+            slots[victim] = NULL;
+            slot_used[victim] = 0;
+        } else {
+            drop = false;
+        }
+        pthread_cond_broadcast(&cache_cv);
+        pthread_mutex_unlock(&cache_mu);
+        if (drop)
+            zfs_rec_put(r);
+    }
+    pthread_rwlock_unlock(&st->lock);
+    zfs_rec_put(evicted);
+    if (rc != 0) {
+        zfs_rec_put(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_decode,
+                 uint64_t *size, uint64_t *stored)
+{
+    if (!st->zs)
+        return -EIO;
+    int rc = 0;
+    uint64_t phys = 0;
+    uint16_t v = 0;
+    pthread_rwlock_rdlock(&st->lock);
+    if (i >= zr_len(st->zs)) {
+        rc = -ENOENT;
+    } else if (st->kind == ZR_DENSE) {
+        *size = st->width + st->dense_hdr_len;
+        *stored = st->width;
+    } else {
+        int zrc = zr_ragged_sizes(st->zs, &i, 1, &phys);
+        if (zrc != 0) {
+            log_failure(st, i, zr_last_error());
+            rc = -zfs_errno(zrc);
+        } else {
+            v = sizes_get(&st->sizes, i);
+        }
+    }
+    pthread_rwlock_unlock(&st->lock);
+    if (rc != 0 || st->kind == ZR_DENSE)
+        return rc;
+    if (v != 0) {
+        uint64_t ndim = (uint64_t)(v & 63) - 1, hdr = (uint64_t)(v >> 6) * 64;
+        *size = phys - 8 * (1 + ndim) + hdr;
+        *stored = phys;
+        return 0;
+    }
+    *stored = phys;
+    if (!may_decode)
+        return -EAGAIN;
+    struct zfs_rec *r;
+    rc = zfs_rec_get(fs, st, i, &r);
+    if (rc != 0)
+        return rc;
+    *size = r->hdr_len + r->payload_len;
+    *stored = r->stored;
+    zfs_rec_put(r);
+    return 0;
+}
+
+void zfs_rec_store_changed(struct zfs_store *st)
+{
+    sizes_clear(&st->sizes);
+    atomic_fetch_add(&st->gen, 1);
+    struct zfs_rec *dropped[CACHE_SLOTS];
+    int n = 0;
+    pthread_mutex_lock(&cache_mu);
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        /* Entries still loading belong to readers that hold the store
+         * lock, which the caller holds exclusively: there are none. */
+        if (slots[k] && slots[k]->st == st) {
+            dropped[n++] = slots[k];
+            slots[k] = NULL;
+            slot_used[k] = 0;
+        }
+    }
+    pthread_mutex_unlock(&cache_mu);
+    for (int k = 0; k < n; k++)
+        zfs_rec_put(dropped[k]);
+}
+
+void zfs_rec_cache_clear(void)
+{
+    pthread_mutex_lock(&cache_mu);
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        zfs_rec_put(slots[k]);
+        slots[k] = NULL;
+        slot_used[k] = 0;
+    }
+    pthread_mutex_unlock(&cache_mu);
+}

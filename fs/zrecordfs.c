@@ -1,0 +1,226 @@
+/*
+ * zrecordfs.c: the program. Parses the command line, scans ROOT and opens
+ * its stores, mounts, and runs libfuse's multi-threaded loop until the
+ * file system is unmounted (fusermount3 -u, umount) or a signal (SIGTERM,
+ * SIGINT, SIGHUP) asks it to stop, then unmounts and releases the stores.
+ *
+ * The order matters: the stores are opened before mounting, so that a
+ * refusal (no store under ROOT, a store in use under -o rw) is reported on
+ * the terminal and no mount is left behind; and the mount exists before
+ * the process goes to the background, so that when `zrecordfs ROOT MNT`
+ * returns, MNT is ready to use.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <syslog.h>
+
+#include "config.h"
+#include "fs/zrfs.h"
+
+static const struct fuse_opt opt_spec[] = {
+    {"ro", offsetof(struct zfs_config, rw), 0},
+    {"rw", offsetof(struct zfs_config, rw), 1},
+    {"npy", offsetof(struct zfs_config, npy), 1},
+    {"noopen", offsetof(struct zfs_config, noopen), 1},
+    {"ext=%s", offsetof(struct zfs_config, ext), 0},
+    FUSE_OPT_END,
+};
+
+/* The first operand is ROOT; the second (MOUNTPOINT) is left for
+ * fuse_parse_cmdline, and so is every option not ours. */
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    struct zfs_config *cfg = data;
+    if (key == FUSE_OPT_KEY_NONOPT && !cfg->root) {
+        cfg->root = strdup(arg);
+        return cfg->root ? 0 : -1;
+    }
+    return 1;
+}
+
+static void usage(void)
+{
+    printf("usage: zrecordfs [options] ROOT MOUNTPOINT\n"
+           "\n"
+           "Shows every loaderx store under ROOT (a store, or a folder holding\n"
+           "stores at any depth) as a folder of per-record files.\n"
+           "\n"
+           "zrecordfs options:\n"
+           "    -o ro                  read-only view, shared store lock (default)\n"
+           "    -o rw                  exclusive store lock (the mount has the stores alone)\n"
+           "    -o npy                 records are complete NPY files named N.npy\n"
+           "    -o ext=SUFFIX          add SUFFIX to record names (e.g. -o ext=.png)\n"
+           "    -o noopen              no OPEN round trips: fastest warm reads, no\n"
+           "                           .gather (read-only mounts only)\n"
+           "\n");
+}
+
+static void syslog_func(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    vsyslog((int)level, fmt, ap);
+}
+
+/* Check the combination of options and settle the record name suffix. */
+static int settle_options(struct zfs_config *cfg)
+{
+    if (cfg->noopen && cfg->rw) {
+        fprintf(stderr, "zrecordfs: -o noopen is for read-only mounts; it cannot be used with -o rw\n");
+        return -1;
+    }
+    if (cfg->npy && cfg->ext) {
+        fprintf(stderr, "zrecordfs: -o npy names records N.npy; it cannot be used with -o ext\n");
+        return -1;
+    }
+    if (cfg->ext) {
+        size_t len = strlen(cfg->ext);
+        /* A suffix starting with a digit would make names ambiguous
+         * ("1" + "2x" against "12" + "x"). */
+        if (len == 0 || len > 32 || strchr(cfg->ext, '/') || (cfg->ext[0] >= '0' && cfg->ext[0] <= '9')) {
+            fprintf(stderr, "zrecordfs: -o ext=%s: a suffix is 1 to 32 characters, without '/', "
+                            "not starting with a digit\n", cfg->ext);
+            return -1;
+        }
+    } else if (!(cfg->ext = strdup(cfg->npy ? ".npy" : ""))) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Add "-o fsname=ROOT", escaping what the option parser would split on. */
+static int add_fsname(struct fuse_args *args, const char *root)
+{
+    size_t len = strlen(root);
+    char *opt = malloc(2 * len + 16);
+    if (!opt)
+        return -1;
+    char *p = opt + sprintf(opt, "-ofsname=");
+    for (const char *s = root; *s; s++) {
+        if (*s == ',' || *s == '\\')
+            *p++ = '\\';
+        *p++ = *s;
+    }
+    *p = '\0';
+    int rc = fuse_opt_add_arg(args, opt);
+    free(opt);
+    return rc;
+}
+
+/* Every store holds a few descriptors open for the life of the mount. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts opts;
+    struct fuse_loop_config *loop_cfg = NULL;
+    struct fuse_session *se = NULL;
+    struct zfs_fs fs;
+    int ret = 1;
+    bool handlers = false, mounted = false;
+
+    memset(&opts, 0, sizeof opts);
+    memset(&fs, 0, sizeof fs);
+    if (fuse_opt_parse(&args, &fs.cfg, opt_spec, opt_proc) != 0)
+        goto out;
+    if (fuse_parse_cmdline(&args, &opts) != 0)
+        goto out;
+    if (opts.show_help) {
+        usage();
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        ret = 0;
+        goto out;
+    }
+    if (opts.show_version) {
+        printf("zrecordfs (loaderx) %s\n", PACKAGE_VERSION);
+        fuse_lowlevel_version();
+        ret = 0;
+        goto out;
+    }
+    if (!fs.cfg.root || !opts.mountpoint) {
+        fprintf(stderr, "usage: zrecordfs [options] ROOT MOUNTPOINT (see --help)\n");
+        goto out;
+    }
+    if (settle_options(&fs.cfg) != 0)
+        goto out;
+    char *root = realpath(fs.cfg.root, NULL);
+    if (!root) {
+        fprintf(stderr, "zrecordfs: %s: %s\n", fs.cfg.root, strerror(errno));
+        goto out;
+    }
+    free(fs.cfg.root);
+    fs.cfg.root = root;
+    fs.cfg.foreground = opts.foreground;
+    fs.cfg.debug = opts.debug;
+
+    raise_fd_limit();
+    if (zfs_tree_build(&fs) != 0)
+        goto out;
+    fs.ctl[fs.nctl++] = ZFS_CTL_STATS;
+    if (!fs.cfg.noopen)
+        fs.ctl[fs.nctl++] = ZFS_CTL_GATHER;
+    /* A read-only mount cannot change under the kernel (writers are
+     * locked out), so its names and attributes may be cached for long. */
+    fs.timeout = fs.cfg.rw ? 1.0 : 86400.0;
+
+    if (add_fsname(&args, fs.cfg.root) != 0 || fuse_opt_add_arg(&args, "-osubtype=zrecordfs") != 0)
+        goto out;
+    const struct fuse_lowlevel_ops *ops = zfs_lowlevel_ops();
+    se = fuse_session_new(&args, ops, sizeof *ops, &fs);
+    if (!se)
+        goto out;
+    fs.se = se;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out;
+    handlers = true;
+    if (fuse_session_mount(se, opts.mountpoint) != 0)
+        goto out;
+    mounted = true;
+    if (!opts.foreground) {
+        openlog("zrecordfs", LOG_PID, LOG_DAEMON);
+        fuse_set_log_func(syslog_func);
+    }
+    if (fuse_daemonize(opts.foreground) != 0)
+        goto out;
+
+    int rc;
+    if (opts.singlethread) {
+        rc = fuse_session_loop(se);
+    } else {
+        if (!(loop_cfg = fuse_loop_cfg_create()))
+            goto out;
+        fuse_loop_cfg_set_clone_fd(loop_cfg, (unsigned)opts.clone_fd);
+        fuse_loop_cfg_set_idle_threads(loop_cfg, opts.max_idle_threads);
+        fuse_loop_cfg_set_max_threads(loop_cfg, opts.max_threads);
+        rc = fuse_session_loop_mt(se, loop_cfg);
+    }
+    ret = rc == 0 ? 0 : 1;
+out:
+    fuse_loop_cfg_destroy(loop_cfg);
+    if (mounted)
+        fuse_session_unmount(se);
+    if (handlers)
+        fuse_remove_signal_handlers(se);
+    if (se)
+        fuse_session_destroy(se);
+    zfs_rec_cache_clear();
+    zfs_tree_free(&fs);
+    free(opts.mountpoint);
+    free(fs.cfg.root);
+    free(fs.cfg.ext);
+    fuse_opt_free_args(&args);
+    return ret;
+}

@@ -1,0 +1,212 @@
+/*
+ * zrfs.h: what the modules of zrecordfs share. Private to fs/.
+ *
+ * Inode numbers are computed, never allocated: a folder of the scanned
+ * tree is its position in the node array plus one (the root is 1), and a
+ * file inside a store is (store number + 1) << 40 plus a slot, where slots
+ * below 16 are control files and slot 16 + i is record i. So lookup and
+ * getattr need no table, forget has nothing to do, and a store of 10^7
+ * records costs no memory per record.
+ */
+#ifndef ZFS_ZRFS_H
+#define ZFS_ZRFS_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include <loaderx/loaderx.h>
+
+#include "fs/indexlist.h"
+#include "fs/npy.h"
+
+#define ZFS_STORE_SHIFT 40
+#define ZFS_SLOT_MASK ((UINT64_C(1) << ZFS_STORE_SHIFT) - 1)
+#define ZFS_RECORD_SLOT0 16
+/* Largest record count a store may have to be shown. */
+#define ZFS_MAX_RECORDS (ZFS_SLOT_MASK - ZFS_RECORD_SLOT0)
+/* Largest number of stores in one mount. */
+#define ZFS_MAX_STORES ((UINT32_C(1) << (64 - ZFS_STORE_SHIFT - 1)) - 1)
+
+/* The control files, by slot. */
+enum zfs_ctl {
+    ZFS_CTL_STATS = 1,
+    ZFS_CTL_GATHER = 2,
+    ZFS_CTL_COMPACT = 3,
+    ZFS_CTL_DELETE = 4,
+};
+
+/* Limits on what .gather builds for one request and what a list holds. */
+#define ZFS_LIST_MAX ((size_t)1 << 24)
+#define ZFS_GATHER_MAX ((uint64_t)1 << 30)
+
+/* The command line, after parsing. */
+struct zfs_config {
+    int rw;           /* -o rw: exclusive lock, .compact and .delete work */
+    int npy;          /* -o npy: records are complete NPY files */
+    int noopen;       /* -o noopen: OPEN answered with ENOSYS */
+    int foreground;
+    int debug;
+    char *ext;        /* suffix of record names; "" for none */
+    char *root;       /* ROOT, made absolute */
+};
+
+/*
+ * What is known about the payload size of Ragged records, which the record
+ * table cannot tell (it knows the stored size, shape prefix included, but
+ * not the prefix length). One 16-bit word per record, in pages allocated
+ * when first touched: 0 means unknown, otherwise bits 0-5 hold ndim + 1
+ * and bits 6-15 the NPY header length / 64 (0 without -o npy).
+ */
+#define ZFS_SIZES_PAGE 65536
+struct zfs_sizes {
+    _Atomic(_Atomic uint16_t *) *pages;
+    size_t npages;
+};
+
+/* One store shown as a folder. */
+struct zfs_store {
+    char *path;              /* absolute path of the store folder */
+    zr_store *zs;            /* NULL when it failed to open */
+    uint32_t sid;            /* position in zfs_fs.stores */
+    fuse_ino_t dir_ino;      /* inode of its folder */
+    int kind;                /* ZR_DENSE or ZR_RAGGED */
+    uint64_t itemsize;
+    uint64_t width;          /* Dense record bytes */
+    char dense_hdr[ZFS_NPY_MAX]; /* Dense under -o npy: the header every record shares */
+    size_t dense_hdr_len;
+    /* Readers (record reads, gathers, stats) hold it shared; delete and
+     * compact, which need the library handle to themselves, exclusive. */
+    pthread_rwlock_t lock;
+    /* Bumped by every delete, so decoded records cached before it are
+     * never served after it. */
+    _Atomic uint64_t gen;
+    struct zfs_sizes sizes;
+    pthread_mutex_t ctl_mu;  /* guards the two texts below */
+    char *stats_json;        /* the .stats text, built on first use */
+    size_t stats_len;
+    char *compact_json;      /* the .compact text: the last compaction */
+    size_t compact_len;
+    struct stat st;          /* owner and times of the store folder */
+    _Atomic unsigned nfailures; /* records that failed to decode, for the log */
+};
+
+/* One folder of the scanned tree. */
+struct zfs_node {
+    char *name;              /* folder name; "" for the root */
+    fuse_ino_t parent;
+    uint32_t *kids;          /* node positions, sorted by name */
+    size_t nkids;
+    struct zfs_store *store; /* non-NULL when the folder is a store */
+    struct stat st;          /* owner and times of the real folder */
+};
+
+/* The whole mount. */
+struct zfs_fs {
+    struct zfs_config cfg;
+    struct zfs_node *nodes;
+    size_t nnodes;
+    struct zfs_store **stores;
+    size_t nstores;
+    struct fuse_session *se;
+    double timeout;          /* entry and attribute timeout, seconds */
+    int nctl;                /* control files shown in a store folder */
+    enum zfs_ctl ctl[4];     /* which, in listing order */
+};
+
+/* A decoded record, shared by the handles and the small cache that hold
+ * references to it. Immutable once loaded. */
+struct zfs_rec {
+    _Atomic int refs;
+    struct zfs_store *st;
+    uint64_t index;
+    uint64_t gen;
+    bool ready;              /* loaded (or failed); guarded by the cache lock */
+    int err;                 /* negative errno when the load failed */
+    void *buf;               /* what the library gathered */
+    uint64_t stored;         /* its size: the record as stored, before compression */
+    const uint8_t *payload;  /* the record's bytes (Ragged: after the prefix) */
+    uint64_t payload_len;
+    size_t hdr_len;          /* NPY header length under -o npy, else 0 */
+    char hdr[ZFS_NPY_MAX];
+};
+
+/* Per open file. */
+enum zfs_htype { ZFS_H_RECORD = 1, ZFS_H_STATS, ZFS_H_GATHER };
+struct zfs_handle {
+    enum zfs_htype type;
+    struct zfs_store *st;
+    uint64_t index;          /* ZFS_H_RECORD */
+    pthread_mutex_t mu;      /* one request at a time on this handle's state */
+    struct zfs_rec *rec;     /* ZFS_H_RECORD: the decoded record, once read */
+    struct zfs_idxlist list; /* .gather and .delete: the list being written */
+    char *out;               /* .stats, .gather, .compact: the answer */
+    size_t outlen;
+    size_t outpos;           /* .gather, .compact: next byte to hand out */
+    bool serving;            /* .gather: an answer is being read */
+};
+
+/* ---- inode numbers ---- */
+
+static inline fuse_ino_t zfs_ino(uint32_t sid, uint64_t slot)
+{
+    return ((uint64_t)sid + 1) << ZFS_STORE_SHIFT | slot;
+}
+
+/* ---- tree.c ---- */
+
+/* Scan cfg->root and open every store found (read-only or read-write as
+ * cfg says). Returns 0, or -1 after printing why to stderr (no store, a
+ * store in use under -o rw, an unreadable ROOT). */
+int zfs_tree_build(struct zfs_fs *fs);
+void zfs_tree_free(struct zfs_fs *fs);
+/* The node of a folder inode, or NULL. */
+struct zfs_node *zfs_tree_node(struct zfs_fs *fs, fuse_ino_t ino);
+/* The child folder called name, or NULL. */
+struct zfs_node *zfs_tree_child(struct zfs_fs *fs, struct zfs_node *n, const char *name);
+
+/* ---- record.c ---- */
+
+/* Load record i of st (or take it from the cache); *out holds a
+ * reference to drop with zfs_rec_put. Returns 0 or a negative errno
+ * (-ENOENT past the end, -EIO when it fails to decode). */
+int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec **out);
+void zfs_rec_put(struct zfs_rec *r);
+/* The file size of record i and its stored size (for st_blocks). Dense
+ * records and Ragged records seen before cost nothing; any other Ragged
+ * record is decoded once. If may_decode is false and the size is unknown,
+ * returns -EAGAIN. Otherwise 0 or a negative errno. */
+int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_decode,
+                 uint64_t *size, uint64_t *stored);
+/* After a delete (caller holds st->lock exclusively): forget sizes and
+ * decoded records of st. */
+void zfs_rec_store_changed(struct zfs_store *st);
+void zfs_sizes_free(struct zfs_sizes *z);
+void zfs_rec_cache_clear(void);
+
+/* ---- ctl.c ---- */
+
+/* A copy of the .stats text (malloc'd) and its length. */
+int zfs_stats_text(struct zfs_fs *fs, struct zfs_store *st, char **out, size_t *len);
+/* The length of the .stats text. */
+int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len);
+int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
+/* Hand out up to size bytes of the answer: *p and *n (0 at the end). */
+int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
+                    size_t *n);
+
+/* ---- ops.c ---- */
+
+/* The operations table handed to fuse_session_new. */
+const struct fuse_lowlevel_ops *zfs_lowlevel_ops(void);
+/* The errno for a libloaderx status code: the one place they are mapped. */
+int zfs_errno(int zr_code);
+/* Format the name of record i (with the mount's suffix) into buf. */
+void zfs_record_name(const struct zfs_fs *fs, uint64_t i, char *buf, size_t cap);
+
+#endif

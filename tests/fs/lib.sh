@@ -1,0 +1,89 @@
+# lib.sh: sourced by the zrecordfs integration scripts. They run from the
+# top build folder (as make check runs them), mount for real, and must
+# fail, not skip, when FUSE is missing: CI runs them as root with FUSE.
+set -eu
+
+top_builddir=${top_builddir:-$PWD}
+here=$(cd "$(dirname "$0")" && pwd)
+ZRFS="$top_builddir/fs/zrecordfs"
+MKSTORES="$top_builddir/tests/fs/zrfs-mkstores"
+PY=/usr/bin/python3
+CHECK="$PY $here/zrfs_check.py"
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+ok() {
+    echo "ok: $*"
+}
+
+[ -c /dev/fuse ] || fail "/dev/fuse is missing: FUSE is required"
+command -v fusermount3 > /dev/null || fail "fusermount3 is missing (Debian package fuse3)"
+[ -x "$ZRFS" ] || fail "$ZRFS is not built"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zrfs-test.XXXXXX")
+mounts=""
+daemons=""
+
+cleanup() {
+    status=$?
+    for m in $mounts; do
+        if mountpoint -q "$m"; then
+            fusermount3 -u "$m" 2> /dev/null || fusermount3 -uz "$m" 2> /dev/null || true
+        fi
+    done
+    for p in $daemons; do
+        if kill -0 "$p" 2> /dev/null; then
+            kill "$p" 2> /dev/null || true
+        fi
+    done
+    rm -rf "$tmp"
+    exit "$status"
+}
+trap cleanup EXIT
+
+# mount_fs MNT ARGS...: run zrecordfs in the foreground, in the background
+# of this script, with ARGS (options and ROOT) and MNT; wait until MNT is
+# mounted. Sets DAEMON to its process id; its stderr goes to MNT.log.
+mount_fs() {
+    local mnt=$1
+    shift
+    mkdir -p "$mnt"
+    "$ZRFS" -f "$@" "$mnt" 2> "$mnt.log" &
+    DAEMON=$!
+    daemons="$daemons $DAEMON"
+    mounts="$mounts $mnt"
+    local i
+    for i in $(seq 200); do
+        mountpoint -q "$mnt" && return 0
+        if ! kill -0 "$DAEMON" 2> /dev/null; then
+            cat "$mnt.log" >&2
+            fail "zrecordfs $* exited without mounting"
+        fi
+        sleep 0.05
+    done
+    fail "zrecordfs $* did not mount within 10 s"
+}
+
+# unmount_fs MNT PID: unmount and check that the daemon exits with 0.
+unmount_fs() {
+    fusermount3 -u "$1" || fail "fusermount3 -u $1"
+    local rc=0
+    wait "$2" || rc=$?
+    [ "$rc" -eq 0 ] || { cat "$1.log" >&2; fail "zrecordfs exited with $rc after unmount of $1"; }
+    ! kill -0 "$2" 2> /dev/null || fail "zrecordfs $2 still running after unmount"
+}
+
+# The tree of test stores and what each record must read as.
+make_tree() {
+    "$MKSTORES" tree "$tmp/tree" "$tmp/exp" || fail "building the test stores"
+}
+
+# The stores of the tree that open, and their record counts.
+STORES="dense/raw_f4 dense/zstd_u2 scalar_i8 ragged_raw ragged_zstd deep/a/b/ragged_dict"
+
+records_of() {
+    echo $(($(wc -l < "$tmp/exp/$1/manifest") - 1))
+}

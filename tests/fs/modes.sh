@@ -1,0 +1,52 @@
+#!/bin/bash
+# modes.sh: the naming and opening modes. -o npy serves complete NPY
+# files that numpy.load reads back as the appended arrays; -o ext=SUFFIX
+# names records with a suffix; -o noopen serves the same bytes without
+# OPEN round trips and has no .gather.
+. "$(dirname "$0")/lib.sh"
+
+make_tree
+
+m="$tmp/npy"
+mount_fs "$m" -o npy "$tmp/tree"
+pid=$DAEMON
+[ "$(ls "$m/scalar_i8" | tr '\n' ' ')" = "0.npy 1.npy 2.npy 3.npy 4.npy " ] || fail "-o npy names: $(ls "$m/scalar_i8")"
+$CHECK errno read "$m/scalar_i8/0" ENOENT
+$CHECK npy "$m" "$tmp/exp" $STORES
+unmount_fs "$m" "$pid"
+ok "-o npy"
+
+m="$tmp/ext"
+mount_fs "$m" -o ext=.bin "$tmp/tree"
+pid=$DAEMON
+[ "$(ls "$m/scalar_i8" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin 4.bin " ] || fail "-o ext names: $(ls "$m/scalar_i8")"
+$CHECK errno read "$m/scalar_i8/0" ENOENT  read "$m/scalar_i8/0.bin.bin" ENOENT  read "$m/scalar_i8/00.bin" ENOENT
+for i in 0 1 2 3 4; do
+    cmp -s "$m/scalar_i8/$i.bin" "$tmp/exp/scalar_i8/$i" || fail "-o ext: $i.bin differs"
+done
+unmount_fs "$m" "$pid"
+ok "-o ext=.bin"
+
+m="$tmp/noopen"
+# -d logs every request: OPEN must reach the daemon once, then never.
+mount_fs "$m" -d -o noopen "$tmp/tree"
+pid=$DAEMON
+[ ! -e "$m/ragged_raw/.gather" ] || fail "-o noopen shows .gather"
+[ "$(ls -A "$m/scalar_i8" | tr '\n' ' ')" = ".stats 0 1 2 3 4 " ] || fail "-o noopen lists: $(ls -A "$m/scalar_i8")"
+$CHECK records "$m" "$tmp/exp" 2 $STORES
+$CHECK attrs "$m" "$tmp/exp" $STORES
+$CHECK mmap "$m/ragged_zstd/11" "$tmp/exp/ragged_zstd/11"
+$CHECK errno read "$m/damaged/zstd_u1/4" EIO  unlink "$m/scalar_i8/1" EPERM  write "$m/scalar_i8/1" EROFS
+unmount_fs "$m" "$pid"
+opens=$(grep -c "opcode: OPEN " "$m.log" || true)
+[ "$opens" -eq 1 ] || fail "-o noopen: $opens OPEN requests reached the daemon"
+ok "-o noopen"
+
+# Options that do not go together are refused before anything is mounted.
+mkdir -p "$tmp/x"
+for opts in "-o noopen,rw" "-o npy,ext=.png" "-o ext=1x" "-o ext=a/b"; do
+    if "$ZRFS" $opts "$tmp/tree" "$tmp/x" 2> "$tmp/err"; then fail "zrecordfs $opts mounted"; fi
+    [ -s "$tmp/err" ] || fail "zrecordfs $opts gave no message"
+    ! mountpoint -q "$tmp/x" || fail "zrecordfs $opts left a mount"
+done
+ok "conflicting options are refused with a message"

@@ -1,0 +1,317 @@
+"""Checks of a zrecordfs mount that are easier to state in Python than in
+the shell: attributes, errno values, the .gather protocol, mmap and NPY
+files. Each subcommand compares the mount against the expectation folder
+written by zrfs-mkstores (one file per record plus a manifest), exits 1
+with a message on the first difference and prints one line on success.
+
+    zrfs_check.py records MNT EXP ROUNDS STORE...
+                                              the bytes of every record
+    zrfs_check.py attrs MNT EXP STORE...      sizes, blocks, modes, .stats
+    zrfs_check.py names STOREDIR N            non-canonical names do not exist
+    zrfs_check.py errno OP PATH WANT...       each operation fails with WANT
+                                              (an errno name, or OK)
+    zrfs_check.py mmap PATH EXPECTED          mmap of a record file
+    zrfs_check.py gather MNT EXP STORE...     .gather through os.write/os.read
+    zrfs_check.py npy MNT EXP STORE...        numpy.load of every record
+    zrfs_check.py files DIR SUFFIX LIST       record k (named k + SUFFIX) holds
+                                              the bytes of the file on line k
+    zrfs_check.py hwm PID                     prints the peak resident KiB
+"""
+import errno
+import json
+import mmap
+import os
+import stat
+import struct
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def manifest(exp, store):
+    """(kind, dtype, [(index, shape)]) of a store's expectation."""
+    with open(os.path.join(exp, store, "manifest")) as f:
+        kind, dtype = f.readline().split()
+        recs = []
+        for line in f:
+            nums = [int(x) for x in line.split()]
+            recs.append((nums[0], tuple(nums[2:2 + nums[1]])))
+    return kind, dtype, recs
+
+
+def expected(exp, store, i):
+    with open(os.path.join(exp, store, str(i)), "rb") as f:
+        return f.read()
+
+
+def codec_of(store):
+    name = store.rsplit("/", 1)[-1]
+    return "zstd_dict" if "dict" in name else "zstd" if "zstd" in name else "raw"
+
+
+def cmd_attrs(mnt, exp, stores):
+    for store in stores:
+        kind, dtype, recs = manifest(exp, store)
+        for i, shape in recs:
+            payload = len(expected(exp, store, i))
+            st = os.stat(os.path.join(mnt, store, str(i)))
+            if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o444:
+                fail("%s/%d: mode %o" % (store, i, st.st_mode))
+            if st.st_size != payload:
+                fail("%s/%d: st_size %d, expected %d" % (store, i, st.st_size, payload))
+            stored = payload if kind == "dense" else payload + 8 * (1 + len(shape))
+            if st.st_blocks != (stored + 511) // 512:
+                fail("%s/%d: st_blocks %d for %d stored bytes" % (store, i, st.st_blocks, stored))
+        with open(os.path.join(mnt, store, ".stats")) as f:
+            text = f.read()
+        if os.stat(os.path.join(mnt, store, ".stats")).st_size != len(text.encode()):
+            fail("%s/.stats: st_size differs from its length" % store)
+        s = json.loads(text)
+        want = {
+            "kind": kind,
+            "dtype": dtype,
+            "item_shape": list(recs[0][1]) if kind == "dense" else None,
+            "codec": codec_of(store),
+            "records": len(recs),
+        }
+        for k, v in want.items():
+            if s.get(k) != v:
+                fail("%s/.stats: %s is %r, expected %r" % (store, k, s.get(k), v))
+    print("attributes and .stats of %d stores as expected" % len(stores))
+
+
+def cmd_names(storedir, n):
+    n = int(n)
+    bad = ["01", "00", "+1", "-1", " 1", "1 ", "1.0", "1.", "0x1", "1a", "١", str(n),
+           str(n + 1), "18446744073709551616", "99999999999999999999999"]
+    for name in bad:
+        try:
+            os.stat(os.path.join(storedir, name))
+        except FileNotFoundError:
+            continue
+        fail("%r exists in %s" % (name, storedir))
+    for name in ["0", str(n - 1)]:
+        os.stat(os.path.join(storedir, name))
+    print("%d non-canonical names absent" % len(bad))
+
+
+def errno_of(op, path):
+    """The errno name an operation on path fails with, or OK."""
+    try:
+        if op == "read":
+            with open(path, "rb") as f:
+                f.read()
+        elif op in ("write", "create"):
+            flags = os.O_WRONLY | (os.O_CREAT | os.O_TRUNC if op == "create" else 0)
+            fd = os.open(path, flags, 0o644)
+            try:
+                os.write(fd, b"0\n")
+            finally:
+                os.close(fd)
+        elif op == "unlink":
+            os.unlink(path)
+        elif op == "mkdir":
+            os.mkdir(path)
+        elif op == "rmdir":
+            os.rmdir(path)
+        elif op == "rename":
+            os.rename(path, path + ".renamed")
+        elif op == "truncate":
+            os.truncate(path, 0)
+        elif op == "chmod":
+            os.chmod(path, 0o666)
+        elif op == "symlink":
+            os.symlink("/tmp", path)
+        else:
+            fail("unknown operation " + op)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    return "OK"
+
+
+def cmd_errno(args):
+    if len(args) % 3:
+        fail("errno takes OP PATH WANT triples")
+    for k in range(0, len(args), 3):
+        op, path, want = args[k:k + 3]
+        got = errno_of(op, path)
+        if got != want:
+            fail("%s %s gave %s, expected %s" % (op, path, got, want))
+    print("%d operations failed as expected" % (len(args) // 3))
+
+
+def cmd_records(mnt, exp, rounds, stores):
+    count = 0
+    for _ in range(int(rounds)):
+        for store in stores:
+            _, _, recs = manifest(exp, store)
+            for i, _ in recs:
+                try:
+                    with open(os.path.join(mnt, store, str(i)), "rb") as f:
+                        got = f.read()
+                except OSError as e:
+                    fail("%s/%d: %s" % (store, i, errno.errorcode[e.errno]))
+                if got != expected(exp, store, i):
+                    fail("%s/%d: %d bytes differ from the %d expected" % (store, i, len(got), len(expected(exp, store, i))))
+                count += 1
+    print("%d record reads match" % count)
+
+
+def cmd_mmap(path, exp_path):
+    with open(exp_path, "rb") as f:
+        want = f.read()
+    with open(path, "rb") as f:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            if m[:] != want:
+                fail("mmap of %s differs" % path)
+            if m[len(want) // 3:len(want) // 3 + 5] != want[len(want) // 3:len(want) // 3 + 5]:
+                fail("mmap slice of %s differs" % path)
+    print("mmap of %s matches" % path)
+
+
+def frame(kind, shape, payload):
+    """What .gather gives for one record."""
+    if kind == "dense":
+        return payload
+    head = struct.pack("<Q", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
+    body = head + payload
+    return body + b"\0" * (-len(body) % 8)
+
+
+def read_all(fd, piece):
+    out = b""
+    while True:
+        b = os.read(fd, piece)
+        if not b:
+            return out
+        out += b
+
+
+def expect_einval(fd, text, where):
+    try:
+        os.write(fd, text)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            fail("%s: write %r gave %s, expected EINVAL" % (where, text, errno.errorcode[e.errno]))
+        return
+    fail("%s: write %r was accepted" % (where, text))
+
+
+def cmd_gather(mnt, exp, stores):
+    for store in stores:
+        kind, dtype, recs = manifest(exp, store)
+        n = len(recs)
+        shapes = dict(recs)
+        want_of = lambda idx: b"".join(frame(kind, shapes[i], expected(exp, store, i)) for i in idx)
+        idx = [3 % n, 1, 4 % n, 1, 5 % n, n - 1, 0]
+        fd = os.open(os.path.join(mnt, store, ".gather"), os.O_RDWR)
+        try:
+            if os.read(fd, 100) != b"":
+                fail("%s: a fresh .gather is not empty" % store)
+            # The list in pieces, one number cut between two writes.
+            last = str(n - 1)
+            os.write(fd, ("%d %d %d,%d\t%d\n" % tuple(idx[:5])).encode())
+            os.write(fd, last[:1].encode())
+            os.write(fd, (last[1:] + ", 0").encode())
+            got = read_all(fd, 7)
+            if got != want_of(idx):
+                fail("%s: .gather of %s gave %d bytes, expected %d" % (store, idx, len(got), len(want_of(idx))))
+            # Bad lists: EINVAL, and the handle keeps working.
+            for bad in [b"x", b"-1", b"1.5", b"+1", str(n).encode() + b" ", b"99999999999999999999999 "]:
+                expect_einval(fd, bad, store)
+                os.write(fd, b"0 2\n")
+                if read_all(fd, 1 << 20) != want_of([0, 2 % n]):
+                    fail("%s: .gather after a bad write %r is wrong" % (store, bad))
+            # Out of range in a last number that only a read completes.
+            os.write(fd, str(n).encode())
+            try:
+                os.read(fd, 100)
+                fail("%s: a read after an out-of-range list succeeded" % store)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    fail("%s: out-of-range read gave %s" % (store, errno.errorcode[e.errno]))
+            # Leading zeros (seq -w) are numbers; a write during an answer
+            # starts a new list.
+            os.write(fd, b"01 00\n")
+            os.read(fd, 1)
+            os.write(fd, b"%d\n" % (n - 1))
+            if read_all(fd, 3) != want_of([n - 1]):
+                fail("%s: a new list during an answer is wrong" % store)
+        finally:
+            os.close(fd)
+    print(".gather of %d stores as expected" % len(stores))
+
+
+def cmd_npy(mnt, exp, stores):
+    import numpy as np
+
+    count = 0
+    for store in stores:
+        kind, dtype, recs = manifest(exp, store)
+        for i, shape in recs:
+            path = os.path.join(mnt, store, "%d.npy" % i)
+            a = np.load(path)
+            want = np.frombuffer(expected(exp, store, i), dtype=np.dtype(dtype)).reshape(shape)
+            if a.dtype != want.dtype or a.shape != want.shape or a.tobytes() != want.tobytes():
+                fail("%s: %s %s differs from %s %s" % (path, a.dtype, a.shape, want.dtype, want.shape))
+            if os.stat(path).st_size != len(open(path, "rb").read()):
+                fail("%s: st_size differs from its length" % path)
+            count += 1
+        m = np.load(os.path.join(mnt, store, "0.npy"), mmap_mode="r")
+        if m.tobytes() != expected(exp, store, 0):
+            fail("%s/0.npy: memory-mapped load differs" % store)
+    print("numpy.load of %d records as expected" % count)
+
+
+def cmd_files(d, suffix, listing):
+    with open(listing) as f:
+        paths = [line.rstrip("\n") for line in f]
+    for k, path in enumerate(paths):
+        with open(path, "rb") as f:
+            want = f.read()
+        with open(os.path.join(d, "%d%s" % (k, suffix)), "rb") as f:
+            if f.read() != want:
+                fail("%d%s differs from %s" % (k, suffix, path))
+    print("%d files match their sources" % len(paths))
+
+
+def cmd_hwm(pid):
+    with open("/proc/%s/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                print(line.split()[1])
+                return
+    fail("no VmHWM for process " + pid)
+
+
+def main(argv):
+    if len(argv) < 2:
+        fail(__doc__)
+    cmd, args = argv[1], argv[2:]
+    if cmd == "attrs":
+        cmd_attrs(args[0], args[1], args[2:])
+    elif cmd == "names":
+        cmd_names(*args)
+    elif cmd == "errno":
+        cmd_errno(args)
+    elif cmd == "records":
+        cmd_records(args[0], args[1], args[2], args[3:])
+    elif cmd == "mmap":
+        cmd_mmap(*args)
+    elif cmd == "gather":
+        cmd_gather(args[0], args[1], args[2:])
+    elif cmd == "files":
+        cmd_files(*args)
+    elif cmd == "hwm":
+        cmd_hwm(*args)
+    elif cmd == "npy":
+        cmd_npy(args[0], args[1], args[2:])
+    else:
+        fail("unknown subcommand " + cmd)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
