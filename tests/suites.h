@@ -8,6 +8,7 @@
     ZR_SUITE(sampler) \
     ZR_SUITE(loader) \
     ZR_SUITE(format) \
+    ZR_SUITE(indexlist) \
     ZR_SUITE(maint)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
