@@ -9,7 +9,8 @@
     ZR_SUITE(loader) \
     ZR_SUITE(format) \
     ZR_SUITE(indexlist) \
-    ZR_SUITE(maint)
+    ZR_SUITE(maint) \
+    ZR_SUITE(npy)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
