@@ -2,7 +2,8 @@
  * cmd_create.c: `zr create`, an empty store of a given type.
  *
  * The dtype, item shape and codec are fixed at creation and never change,
- * so they are all validated here, before the library makes any folder.
+ * so they are all validated here, before the library makes any folder; a
+ * creation that fails after that removes what it made.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +70,17 @@ static int run_create(int argc, char **argv)
 
     void *dict = NULL;
     size_t dict_len = 0;
+    struct cli_created created = {0};
+    bool attempted = false;
     int rc = EXIT_OK;
     if (dict_path)
         rc = cli_read_file(dict_path, (uint64_t)64 << 20, &dict, &dict_len);
+    if (rc == EXIT_OK)
+        rc = cli_create_begin(&created, store);
     zr_store *s = NULL;
     if (rc == EXIT_OK) {
         zr_create_opts copts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+        attempted = true;
         int zrc = ragged ? zr_ragged_create(&s, store, dtype, &copts)
                          : zr_dense_create(&s, store, dtype, shape, ndim, &copts);
         if (zrc != 0)
@@ -83,6 +89,10 @@ static int run_create(int argc, char **argv)
     if (rc == EXIT_OK && zr_sync(s) != 0)
         rc = cli_fail_lib(NULL);
     zr_close(s);
+    /* A creation that failed halfway leaves nothing behind. */
+    if (rc != EXIT_OK && attempted)
+        cli_create_undo(&created);
+    cli_create_end(&created);
     free(dict);
     return rc;
 }

@@ -52,6 +52,12 @@ expect_fail 1 'range 0:9 is out of range' zr export st out.npy --range 0:9
 expect_fail 1 'st already holds a store' zr import st f4.npy
 expect_fail 1 'st already holds a store' zr create st --dtype '<f4'
 [ ! -e out.npy ] || fail "a failed export left out.npy"
+# A creation that fails halfway (no file may grow) leaves nothing; stderr
+# goes through a pipe, which the file size limit does not stop.
+rc=0
+err=$( (ulimit -f 0; trap '' XFSZ; exec "$ZR" create new/st --dtype '<f4') 2>&1) || rc=$?
+[ "$rc" = 1 ] && [[ $err == "zr: create: "*"File too large" ]] || fail "create under a size limit: $rc $err"
+[ ! -e new ] || fail "a failed create left new/ behind"
 zr export st ok.npy
 py 'assert np.array_equal(np.load("ok.npy"), np.load("f4.npy")), "a refused append changed the store"'
 zr create rg --ragged --dtype '|u1'
