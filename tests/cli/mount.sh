@@ -25,4 +25,24 @@ printf '%s\n' "my root" mnt -o ro,npy -f | cmp -s - args.txt || fail "zrecordfs 
 expect_fail 2 'missing ROOT or MOUNTPOINT' zr mount onlyroot
 expect_fail 2 'missing ROOT or MOUNTPOINT' zr mount -o ro root
 zr mount --help | grep -q '^Usage: zr mount' || fail "zr mount --help"
+
+# With the real zrecordfs of this build on PATH, zr mount shows a store
+# as files, ready when zr returns, and fusermount3 -u ends it.
+zrfs_dir=$top_builddir/fs
+[ -x "$zrfs_dir/zrecordfs" ] || fail "$zrfs_dir/zrecordfs is not built"
+[ -c /dev/fuse ] || fail "/dev/fuse is missing: FUSE is required"
+command -v fusermount3 >/dev/null || fail "fusermount3 is missing (Debian package fuse3)"
+trap 'mountpoint -q "$T/mnt" && { fusermount3 -u "$T/mnt" || fusermount3 -uz "$T/mnt"; }; rm -rf "$T"' EXIT
+py 'np.save("a.npy", np.arange(5 * 3, dtype="<i2").reshape(5, 3))'
+zr import st a.npy
+mkdir mnt
+PATH=$zrfs_dir:$PATH zr mount st mnt -o npy
+mountpoint -q mnt || fail "zr mount returned before the mount was ready"
+[ "$(ls mnt | LC_ALL=C sort | tr '\n' ' ')" = "0.npy 1.npy 2.npy 3.npy 4.npy " ] || fail "ls: $(ls mnt)"
+py '
+a = np.load("a.npy")
+for i in range(5):
+    assert np.array_equal(np.load("mnt/%d.npy" % i), a[i]), i
+'
+fusermount3 -u mnt
 exit 0
