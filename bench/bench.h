@@ -1,0 +1,143 @@
+/*
+ * bench.h: the pieces of the engine benchmark (zrbench) and the interface
+ * between them: workloads (the records and the index plans every backend
+ * receives), backends (a way to store the records and gather a batch
+ * back), a small thread team for the in-memory limits, and timing.
+ */
+#ifndef ZR_BENCH_H
+#define ZR_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BENCH_BATCH 256
+#define BENCH_MAX_NDIM 3
+
+/* One workload: every record back to back in one buffer, and the index
+ * plan (nbatches batches of `batch` indices drawn with replacement). */
+struct workload {
+    const char *name;   /* "dense-vision", "ragged-vision", ... */
+    const char *title;  /* a heading for the report */
+    bool ragged;
+    const char *dtype;  /* NumPy spelling, "|u1" or "<i4" */
+    uint32_t itemsize;
+    uint32_t ndim;      /* Dense: item ndim; Ragged: every record's ndim */
+    uint64_t item_shape[BENCH_MAX_NDIM]; /* Dense only */
+    uint64_t width;     /* Dense: bytes per record; Ragged: 0 */
+
+    size_t n;           /* records */
+    uint8_t *data;      /* all payloads, back to back */
+    uint64_t *off;      /* n + 1 payload offsets into data */
+    uint64_t *shape;    /* Ragged: n * ndim dimensions */
+    uint64_t logical;   /* payload bytes of all records */
+
+    size_t batch, nbatches;
+    uint64_t *plan;     /* nbatches * batch indices */
+    uint64_t plan_logical; /* payload bytes returned by the whole plan */
+
+    char note[1024];    /* how the data was made, for the report */
+};
+
+static inline const uint8_t *wl_rec(const struct workload *w, size_t k)
+{
+    return w->data + w->off[k];
+}
+
+static inline uint64_t wl_bytes(const struct workload *w, size_t k)
+{
+    return w->off[k + 1] - w->off[k];
+}
+
+/* Ragged records as the store holds them: an 8 * (1 + ndim) byte shape
+ * prefix, then the payload. */
+static inline uint64_t wl_prefix(const struct workload *w)
+{
+    return w->ragged ? 8 * (1 + (uint64_t)w->ndim) : 0;
+}
+
+/* Sizes of the workloads; --quick shrinks them. */
+struct sizes {
+    size_t images;       /* records of each vision workload */
+    size_t tokens;       /* records of each token workload */
+    size_t vision_batches, token_batches;
+};
+
+/* Build the four workloads. The image workloads are generated from seed;
+ * the token workloads come from the text corpus (see workloads.c). Each
+ * returns 0 or -1 with a message on stderr. */
+int wl_dense_vision(struct workload *w, const struct sizes *sz, uint64_t seed);
+int wl_ragged_vision(struct workload *w, const struct sizes *sz, uint64_t seed);
+/* Both token workloads share one read of the corpus. */
+int wl_tokens(struct workload *dense, struct workload *ragged, const struct sizes *sz,
+              uint64_t seed, char *corpus_note, size_t note_len);
+void wl_free(struct workload *w);
+
+/* What a gather hands back. Dense backends fill buf with the records back
+ * to back; Ragged backends also fill, for each record k, a pointer to its
+ * payload, its byte count and its shape (ndim entries at shape + k*ndim). */
+struct batch_out {
+    uint8_t *buf;
+    const uint8_t **rec;
+    uint64_t *bytes;
+    uint64_t *shape;
+};
+
+/* A backend: one row of a table. */
+struct backend {
+    const char *name;
+    int threads;          /* threads it gathers with */
+    bool in_ram;          /* a limit: the footprint is RAM, not disk */
+    bool write_once;      /* too slow to write more than once */
+    bool no_write;        /* its "write" copies another row's store: not a rate */
+    const struct backend_ops *ops;
+    void *state;
+    const char *dir;      /* its folder (stores live here) */
+    const char *peer_dir; /* zstd limits: the folder of the store whose frames they mirror */
+    char note[512];       /* anything the report should say about this row */
+};
+
+struct backend_ops {
+    /* Store every record of w (the timed write). */
+    int (*write)(struct backend *b, const struct workload *w);
+    /* Get ready to gather (untimed): open, allocate batch buffers. */
+    int (*prepare)(struct backend *b, const struct workload *w);
+    /* Gather idx[0..n) into out. */
+    int (*gather)(struct backend *b, const uint64_t *idx, size_t n, struct batch_out *out);
+    /* Bytes the records occupy: allocated disk blocks, or RAM for limits. */
+    uint64_t (*footprint)(struct backend *b);
+    /* Release everything (files are left to the harness). */
+    void (*release)(struct backend *b);
+};
+
+/* The rows, by kind. threads 0 means all online CPUs. */
+enum backend_kind {
+    BK_ZRECORD_RAW,
+    BK_ZRECORD_ZSTD,
+    BK_ZRECORD_ZSTDICT,
+    BK_MEMCPY_LIMIT,
+    BK_ZSTD_LIMIT,
+    BK_ZSTD_DICT_LIMIT,
+};
+int backend_init(struct backend *b, enum backend_kind kind, int threads, const char *dir,
+                 const char *peer_dir);
+
+/* A team of threads for the limits: run fn(ctx, k) for k in [0, nshards)
+ * on `threads` threads (the caller is one of them). */
+struct team;
+struct team *team_get(int threads);
+void team_run(struct team *t, size_t nshards, void (*fn)(void *ctx, size_t k), void *ctx);
+void team_shutdown(void);
+
+/* Monotonic seconds. */
+double now_seconds(void);
+
+/* Allocated blocks (st_blocks * 512) of the regular files in dir. */
+uint64_t dir_allocated(const char *dir);
+
+/* Seeded generators. */
+uint64_t splitmix64(uint64_t *state);
+/* Uniform in [0, n), unbiased. */
+uint64_t rng_below(uint64_t *state, uint64_t n);
+
+#endif

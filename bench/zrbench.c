@@ -1,0 +1,712 @@
+/*
+ * zrbench.c: the engine benchmark. For each workload it writes the same
+ * records into every backend, checks that every backend gives back exactly
+ * the right records (a sweep of all records, then every planned batch),
+ * and only then times the planned random gathers, several passes over all
+ * backends in turn so that a burst of load from elsewhere falls on every
+ * row alike. It prints Markdown tables (the rows, then the target ratios)
+ * on stdout and its progress on stderr.
+ *
+ * Columns: logical write and logical gather divide uncompressed payload
+ * bytes by elapsed time; krecords/s counts gathered records; p95 is the
+ * 95th percentile of one batch's latency; disk is the allocated blocks
+ * (st_blocks * 512) of a store's files after a syncfs, or the RAM the
+ * records take for a limit; ratio is logical bytes over that footprint.
+ * Writes go to the page cache (nothing is fsynced inside a timed write);
+ * gathers run on a warm page cache.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <loaderx/loaderx.h>
+
+#include "bench/bench.h"
+
+#define TMPFS_MAGIC_NUMBER 0x01021994
+
+struct options {
+    bool quick;
+    const char *only;
+    const char *dir;
+    int passes;
+    int write_reps;
+    uint64_t seed;
+    bool keep;
+};
+
+struct row_spec {
+    enum backend_kind kind;
+    int threads; /* 0: all */
+};
+
+static const struct row_spec ROWS[] = {
+    {BK_ZRECORD_RAW, 0},     {BK_ZRECORD_ZSTD, 0},    {BK_ZRECORD_ZSTDICT, 0},
+    {BK_MEMCPY_LIMIT, 1},    {BK_MEMCPY_LIMIT, 0},    {BK_ZSTD_LIMIT, 1},
+    {BK_ZSTD_LIMIT, 0},      {BK_ZSTD_DICT_LIMIT, 1}, {BK_ZSTD_DICT_LIMIT, 0},
+};
+#define NROWS (sizeof ROWS / sizeof *ROWS)
+
+static const char *const ROW_NAMES[] = {
+    [BK_ZRECORD_RAW] = "zrecord-raw",   [BK_ZRECORD_ZSTD] = "zrecord-zstd",
+    [BK_ZRECORD_ZSTDICT] = "zrecord-zstdict", [BK_MEMCPY_LIMIT] = "memcpy-limit",
+    [BK_ZSTD_LIMIT] = "zstd-limit",     [BK_ZSTD_DICT_LIMIT] = "zstd-dict-limit",
+};
+
+static const char *const WORKLOADS[] = {"dense-vision", "ragged-vision", "dense-tokens",
+                                        "ragged-tokens"};
+
+/* The measured numbers of one row. */
+struct result {
+    const char *name;
+    int threads;
+    bool valid, in_ram, no_write;
+    double write_mibs;   /* median over the write repetitions */
+    int write_reps;
+    double gather_mibs;  /* median pass */
+    double krecs;
+    double p95_ms;       /* median of the passes' p95 */
+    uint64_t footprint;
+    double ratio;
+    char note[512];
+};
+
+struct wl_result {
+    const struct workload *w; /* valid while its table is printed */
+    const char *wname;
+    struct result rows[NROWS];
+    size_t nrows;
+};
+
+/* ---- Selection ------------------------------------------------------ */
+
+static bool listed(const char *list, const char *name)
+{
+    if (!list)
+        return true;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static bool only_names_rows(const char *only)
+{
+    if (!only)
+        return false;
+    for (size_t k = 0; k < sizeof ROW_NAMES / sizeof *ROW_NAMES; k++)
+        if (listed(only, ROW_NAMES[k]))
+            return true;
+    return false;
+}
+
+static bool only_names_workloads(const char *only)
+{
+    if (!only)
+        return false;
+    for (size_t k = 0; k < 4; k++)
+        if (listed(only, WORKLOADS[k]))
+            return true;
+    return false;
+}
+
+static bool want_workload(const struct options *o, const char *name)
+{
+    return !only_names_workloads(o->only) || listed(o->only, name);
+}
+
+static bool want_row(const struct options *o, enum backend_kind k)
+{
+    if (!only_names_rows(o->only))
+        return true;
+    if (listed(o->only, ROW_NAMES[k]))
+        return true;
+    /* The dictionary limit decompresses the zstdict store's frames. */
+    return k == BK_ZRECORD_ZSTDICT && listed(o->only, ROW_NAMES[BK_ZSTD_DICT_LIMIT]);
+}
+
+/* ---- Files ---------------------------------------------------------- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rmtree(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Flush the file system holding dir, so that write-back from one step
+ * does not run during the next one's timing. */
+static void settle(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        syncfs(fd);
+        close(fd);
+    }
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "zrbench: out of memory\n");
+        exit(1);
+    }
+    snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* ---- Validation ----------------------------------------------------- */
+
+static int check_batch(const struct workload *w, const char *name, const uint64_t *idx, size_t n,
+                       const struct batch_out *o)
+{
+    for (size_t k = 0; k < n; k++) {
+        uint64_t i = idx[k];
+        if (!w->ragged) {
+            if (memcmp(o->buf + k * w->width, wl_rec(w, i), w->width) != 0) {
+                fprintf(stderr, "zrbench: %s/%s: record %llu (position %zu) differs\n", w->name,
+                        name, (unsigned long long)i, k);
+                return -1;
+            }
+            continue;
+        }
+        bool shape_ok = true;
+        for (uint32_t d = 0; d < w->ndim; d++)
+            shape_ok &= o->shape[k * w->ndim + d] == w->shape[i * w->ndim + d];
+        if (!shape_ok || o->bytes[k] != wl_bytes(w, i) ||
+            memcmp(o->rec[k], wl_rec(w, i), wl_bytes(w, i)) != 0) {
+            fprintf(stderr, "zrbench: %s/%s: record %llu (position %zu) differs%s\n", w->name, name,
+                    (unsigned long long)i, k, shape_ok ? "" : " in shape");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Every record once, in index order, then every planned batch. */
+static int validate(struct backend *b, const struct workload *w, struct batch_out *o)
+{
+    uint64_t *idx = malloc(w->batch * sizeof *idx);
+    int rc = 0;
+    if (!idx)
+        return -1;
+    for (size_t a = 0; rc == 0 && a < w->n; a += w->batch) {
+        size_t n = w->n - a < w->batch ? w->n - a : w->batch;
+        for (size_t k = 0; k < n; k++)
+            idx[k] = a + k;
+        rc = b->ops->gather(b, idx, n, o);
+        if (rc == 0)
+            rc = check_batch(w, b->name, idx, n, o);
+    }
+    for (size_t q = 0; rc == 0 && q < w->nbatches; q++) {
+        const uint64_t *plan = w->plan + q * w->batch;
+        rc = b->ops->gather(b, plan, w->batch, o);
+        if (rc == 0)
+            rc = check_batch(w, b->name, plan, w->batch, o);
+    }
+    free(idx);
+    return rc;
+}
+
+/* ---- Measurement ---------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double p95(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(0.95 * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+struct pass {
+    double seconds;
+    double p95;
+};
+
+static int timed_pass(struct backend *b, const struct workload *w, struct batch_out *o,
+                      double *lat, struct pass *p)
+{
+    double total = 0;
+    for (size_t q = 0; q < w->nbatches; q++) {
+        double t0 = now_seconds();
+        if (b->ops->gather(b, w->plan + q * w->batch, w->batch, o) != 0)
+            return -1;
+        lat[q] = now_seconds() - t0;
+        total += lat[q];
+    }
+    p->seconds = total;
+    p->p95 = p95(lat, w->nbatches);
+    return 0;
+}
+
+static int cmp_pass(const void *a, const void *b)
+{
+    double x = ((const struct pass *)a)->seconds, y = ((const struct pass *)b)->seconds;
+    return x < y ? -1 : x > y;
+}
+
+static int run_workload(const struct options *opt, const struct workload *w, const char *tmp,
+                        struct wl_result *res)
+{
+    struct backend bk[NROWS];
+    bool on[NROWS] = {0};
+    size_t nb = 0;
+    int rc = 0;
+    int all = zr_threads();
+    char *wdir = join(tmp, w->name);
+    char *dirs[NROWS] = {0};
+    mkdir(wdir, 0700);
+
+    res->w = w;
+    res->wname = w->name;
+    for (size_t r = 0; r < NROWS; r++) {
+        if (!want_row(opt, ROWS[r].kind))
+            continue;
+        /* On a one-CPU machine the all-thread limit is the 1-thread one. */
+        if (ROWS[r].threads == 1 && all == 1)
+            continue;
+        dirs[r] = join(wdir, ROW_NAMES[ROWS[r].kind]);
+        const char *peer = NULL;
+        if (ROWS[r].kind == BK_ZSTD_LIMIT)
+            peer = dirs[1] ? dirs[1] : NULL;
+        if (ROWS[r].kind == BK_ZSTD_DICT_LIMIT)
+            peer = dirs[2];
+        if (backend_init(&bk[r], ROWS[r].kind, ROWS[r].threads, dirs[r], peer) != 0) {
+            fprintf(stderr, "zrbench: cannot set up %s\n", ROW_NAMES[ROWS[r].kind]);
+            rc = -1;
+            goto out;
+        }
+        on[r] = true;
+        nb++;
+    }
+
+    /* Write: a few repetitions (one for the slow dictionary store), each
+     * into a fresh folder, the page cache flushed in between. */
+    for (size_t r = 0; r < NROWS; r++) {
+        if (!on[r])
+            continue;
+        struct backend *b = &bk[r];
+        int reps = b->write_once ? 1 : opt->write_reps;
+        double t[16];
+        for (int k = 0; k < reps; k++) {
+            rmtree(b->dir);
+            settle(wdir);
+            fprintf(stderr, "  %-16s %dT write %d/%d\n", b->name, b->threads, k + 1, reps);
+            double t0 = now_seconds();
+            if (b->ops->write(b, w) != 0) {
+                fprintf(stderr, "zrbench: %s/%s: write failed\n", w->name, b->name);
+                rc = -1;
+                goto out;
+            }
+            t[k] = now_seconds() - t0;
+            settle(wdir);
+        }
+        struct result *x = &res->rows[r];
+        x->write_mibs = (double)w->logical / 1048576.0 / median(t, (size_t)reps);
+        x->write_reps = reps;
+    }
+
+    /* Validate every backend before anything is timed. */
+    struct batch_out o = {
+        .rec = malloc(w->batch * sizeof *o.rec),
+        .bytes = malloc(w->batch * sizeof *o.bytes),
+        .shape = malloc(w->batch * BENCH_MAX_NDIM * sizeof *o.shape),
+    };
+    double *lat = malloc(w->nbatches * sizeof *lat);
+    struct pass *passes = malloc((size_t)opt->passes * NROWS * sizeof *passes);
+    if (!o.rec || !o.bytes || !o.shape || !lat || !passes) {
+        rc = -1;
+        goto done;
+    }
+    for (size_t r = 0; r < NROWS; r++) {
+        if (!on[r])
+            continue;
+        fprintf(stderr, "  %-16s %dT validate\n", bk[r].name, bk[r].threads);
+        if (bk[r].ops->prepare(&bk[r], w) != 0 || validate(&bk[r], w, &o) != 0) {
+            fprintf(stderr, "zrbench: %s/%s: validation failed\n", w->name, bk[r].name);
+            rc = -1;
+            goto done;
+        }
+    }
+
+    /* Time: every pass visits every backend in turn. */
+    for (int p = 0; p < opt->passes; p++) {
+        fprintf(stderr, "  gather pass %d/%d\n", p + 1, opt->passes);
+        for (size_t r = 0; r < NROWS; r++) {
+            if (on[r] && timed_pass(&bk[r], w, &o, lat, &passes[r * (size_t)opt->passes + (size_t)p]) != 0) {
+                fprintf(stderr, "zrbench: %s/%s: gather failed\n", w->name, bk[r].name);
+                rc = -1;
+                goto done;
+            }
+        }
+    }
+
+    for (size_t r = 0; r < NROWS; r++) {
+        if (!on[r])
+            continue;
+        struct result *x = &res->rows[r];
+        struct pass *ps = passes + r * (size_t)opt->passes;
+        double p95s[64];
+        for (int p = 0; p < opt->passes; p++)
+            p95s[p] = ps[p].p95;
+        qsort(ps, (size_t)opt->passes, sizeof *ps, cmp_pass);
+        double secs = ps[opt->passes / 2].seconds;
+        x->name = bk[r].name;
+        x->threads = bk[r].threads;
+        x->in_ram = bk[r].in_ram;
+        x->no_write = bk[r].no_write;
+        x->gather_mibs = (double)w->plan_logical / 1048576.0 / secs;
+        x->krecs = (double)(w->nbatches * w->batch) / secs / 1000.0;
+        x->p95_ms = median(p95s, (size_t)opt->passes) * 1000.0;
+        x->footprint = bk[r].ops->footprint(&bk[r]);
+        x->ratio = x->footprint ? (double)w->logical / (double)x->footprint : 0;
+        snprintf(x->note, sizeof x->note, "%s", bk[r].note);
+        x->valid = true;
+    }
+    res->nrows = NROWS;
+
+done:
+    free(o.rec);
+    free(o.bytes);
+    free(o.shape);
+    free(lat);
+    free(passes);
+out:
+    for (size_t r = 0; r < NROWS; r++) {
+        if (on[r])
+            bk[r].ops->release(&bk[r]);
+        free(dirs[r]);
+    }
+    if (!opt->keep)
+        rmtree(wdir);
+    free(wdir);
+    return rc;
+}
+
+/* ---- Report --------------------------------------------------------- */
+
+static void fmt_bytes(char *buf, size_t n, uint64_t v)
+{
+    if (v >= (1ull << 30))
+        snprintf(buf, n, "%.2f GiB", (double)v / (double)(1ull << 30));
+    else
+        snprintf(buf, n, "%.1f MiB", (double)v / 1048576.0);
+}
+
+static void print_table(const struct wl_result *res)
+{
+    const struct workload *w = res->w;
+    printf("### %s\n\n%s\n\n", w->title, w->note);
+    printf("| backend | threads | logical write | logical gather | krecords/s | p95 | disk | ratio |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t r = 0; r < res->nrows; r++) {
+        const struct result *x = &res->rows[r];
+        if (!x->valid)
+            continue;
+        char wr[32], disk[48];
+        if (x->no_write)
+            snprintf(wr, sizeof wr, "—");
+        else
+            snprintf(wr, sizeof wr, "%.0f MiB/s", x->write_mibs);
+        fmt_bytes(disk, sizeof disk, x->footprint);
+        if (x->in_ram)
+            strncat(disk, " (RAM)", sizeof disk - strlen(disk) - 1);
+        printf("| %s | %d | %s | %.0f MiB/s | %.1f | %.2f ms | %s | %.2fx |\n", x->name, x->threads,
+               wr, x->gather_mibs, x->krecs, x->p95_ms, disk, x->ratio);
+    }
+    printf("\n");
+    for (size_t r = 0; r < res->nrows; r++) {
+        const struct result *x = &res->rows[r];
+        if (x->valid && x->note[0])
+            printf("- %s (%d thread%s): %s.\n", x->name, x->threads, x->threads == 1 ? "" : "s",
+                   x->note);
+    }
+    printf("\n");
+}
+
+static const struct result *find(const struct wl_result *res, const char *name, int threads)
+{
+    for (size_t r = 0; r < res->nrows; r++) {
+        const struct result *x = &res->rows[r];
+        if (x->valid && strcmp(x->name, name) == 0 && x->threads == threads)
+            return x;
+    }
+    return NULL;
+}
+
+static int print_targets(const struct wl_result *res, size_t nres, int all)
+{
+    int missed = 0;
+    printf("### Target ratios (same run, all = %d threads)\n\n", all);
+    printf("| workload | measure | ratio | target | met |\n|---|---|---:|---:|---|\n");
+    for (size_t k = 0; k < nres; k++) {
+        const struct wl_result *r = &res[k];
+        const char *wn = r->wname;
+        const struct result *raw = find(r, "zrecord-raw", all), *mem = find(r, "memcpy-limit", all);
+        const struct result *zs = find(r, "zrecord-zstd", all), *zl = find(r, "zstd-limit", all);
+        const struct result *zd = find(r, "zrecord-zstdict", all),
+                            *zdl = find(r, "zstd-dict-limit", all);
+        double raw_target = strcmp(wn, "dense-tokens") == 0 ? 0.6
+                            : strstr(wn, "vision")           ? 0.75
+                                                             : 0;
+        struct {
+            const struct result *a, *b;
+            bool write;
+            const char *what;
+            double target;
+        } t[] = {
+            {raw, mem, false, "zrecord-raw gather / memcpy-limit gather", raw_target},
+            {zs, zl, false, "zrecord-zstd gather / zstd-limit gather", 0.85},
+            {zd, zdl, false, "zrecord-zstdict gather / zstd-dict-limit gather", 0.85},
+            {zs, zl, true, "zrecord-zstd write / zstd-limit write (in-RAM compression)", 0.8},
+        };
+        for (size_t j = 0; j < sizeof t / sizeof *t; j++) {
+            if (!t[j].a || !t[j].b)
+                continue;
+            double ratio = t[j].write ? t[j].a->write_mibs / t[j].b->write_mibs
+                                      : t[j].a->gather_mibs / t[j].b->gather_mibs;
+            if (t[j].target > 0) {
+                bool met = ratio >= t[j].target;
+                missed += !met;
+                printf("| %s | %s | %.2f | ≥ %.2f | %s |\n", wn, t[j].what, ratio, t[j].target,
+                       met ? "yes" : "**no**");
+            } else {
+                printf("| %s | %s | %.2f | — | — |\n", wn, t[j].what, ratio);
+            }
+        }
+    }
+    printf("\n");
+    return missed;
+}
+
+static void print_machine(const char *tmp)
+{
+    char model[256] = "unknown CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                snprintf(model, sizeof model, "%s", c + 2);
+                model[strcspn(model, "\n")] = 0;
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    unsigned long long memkb = 0;
+    f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &memkb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    struct utsname u;
+    uname(&u);
+    struct statfs sf;
+    const char *fs = "unknown";
+    if (statfs(tmp, &sf) == 0)
+        fs = sf.f_type == 0xEF53             ? "ext4"
+             : sf.f_type == 0x58465342       ? "xfs"
+             : sf.f_type == 0x9123683E       ? "btrfs"
+             : sf.f_type == TMPFS_MAGIC_NUMBER ? "tmpfs"
+                                             : "other";
+    double load[3] = {0};
+    getloadavg(load, 3);
+    printf("**Machine**: %s, %ld online CPUs (%d used by libloaderx), %.1f GiB RAM, %s %s %s, "
+           "compiler %s, libzstd %s, stores on %s (%s); load average at start %.2f.\n\n",
+           model, sysconf(_SC_NPROCESSORS_ONLN), zr_threads(), (double)memkb / 1048576.0, u.sysname,
+           u.release, u.machine, __VERSION__, ZSTD_versionString(), fs, tmp, load[0]);
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: zrbench [--quick] [--only NAME[,NAME...]] [--dir DIR] [--passes N]\n"
+            "               [--write-reps N] [--seed N] [--keep]\n"
+            "NAME is a workload (dense-vision ragged-vision dense-tokens ragged-tokens)\n"
+            "or a row (zrecord-raw zrecord-zstd zrecord-zstdict memcpy-limit zstd-limit\n"
+            "zstd-dict-limit). Stores go to a temporary folder under DIR (default\n"
+            "/var/tmp), which must be on a local disk, not tmpfs.\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt = {.dir = "/var/tmp", .passes = 5, .write_reps = 3, .seed = 20240601};
+    bool passes_set = false, reps_set = false;
+    static const struct option longopts[] = {
+        {"quick", no_argument, NULL, 'q'},     {"only", required_argument, NULL, 'o'},
+        {"dir", required_argument, NULL, 'd'}, {"passes", required_argument, NULL, 'p'},
+        {"write-reps", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
+        {"keep", no_argument, NULL, 'k'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'q': opt.quick = true; break;
+        case 'o': opt.only = optarg; break;
+        case 'd': opt.dir = optarg; break;
+        case 'p': opt.passes = atoi(optarg); passes_set = true; break;
+        case 'w': opt.write_reps = atoi(optarg); reps_set = true; break;
+        case 's': opt.seed = strtoull(optarg, NULL, 10); break;
+        case 'k': opt.keep = true; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (opt.quick) {
+        if (!passes_set)
+            opt.passes = 3;
+        if (!reps_set)
+            opt.write_reps = 1;
+    }
+    if (opt.passes < 1 || opt.passes > 64 || opt.write_reps < 1 || opt.write_reps > 16) {
+        fprintf(stderr, "zrbench: --passes must be 1..64 and --write-reps 1..16\n");
+        return 2;
+    }
+    if (opt.only) {
+        bool known = true;
+        for (const char *p = opt.only; *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            bool found = false;
+            for (size_t k = 0; k < 4; k++)
+                found |= strlen(WORKLOADS[k]) == len && strncmp(p, WORKLOADS[k], len) == 0;
+            for (size_t k = 0; k < sizeof ROW_NAMES / sizeof *ROW_NAMES; k++)
+                found |= strlen(ROW_NAMES[k]) == len && strncmp(p, ROW_NAMES[k], len) == 0;
+            if (!found) {
+                fprintf(stderr, "zrbench: unknown name '%.*s' in --only\n", (int)len, p);
+                known = false;
+            }
+            p += len + (e ? 1 : 0);
+        }
+        if (!known)
+            return 2;
+    }
+
+    struct statfs sf;
+    if (statfs(opt.dir, &sf) != 0) {
+        fprintf(stderr, "zrbench: %s: %s\n", opt.dir, strerror(errno));
+        return 1;
+    }
+    if (sf.f_type == TMPFS_MAGIC_NUMBER) {
+        fprintf(stderr, "zrbench: %s is tmpfs; stores must be on a local disk (use --dir)\n", opt.dir);
+        return 1;
+    }
+    char *tmp = join(opt.dir, "zrbench-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "zrbench: cannot make a folder in %s: %s\n", opt.dir, strerror(errno));
+        return 1;
+    }
+
+    struct sizes sz = {.images = 2500, .tokens = 200000, .vision_batches = 50, .token_batches = 100};
+    if (opt.quick)
+        sz = (struct sizes){.images = 100, .tokens = 10000, .vision_batches = 10, .token_batches = 20};
+
+    print_machine(tmp);
+    printf("Run: %s, %d timed gather passes per row (median reported), %d write repetitions "
+           "(median; zrecord-zstdict written once), batch %d, seed %llu.\n\n",
+           opt.quick ? "--quick" : "full size", opt.passes, opt.write_reps, BENCH_BATCH,
+           (unsigned long long)opt.seed);
+    fflush(stdout);
+
+    double t_start = now_seconds();
+    struct wl_result res[4];
+    size_t nres = 0;
+    int rc = 0;
+    struct workload wv = {0}, wtd = {0}, wtr = {0};
+    char corpus_note[1024] = "";
+    for (size_t k = 0; k < 4 && rc == 0; k++) {
+        const char *name = WORKLOADS[k];
+        if (!want_workload(&opt, name))
+            continue;
+        struct workload *w = &wv;
+        double t0 = now_seconds();
+        fprintf(stderr, "%s: making the records\n", name);
+        if (k == 0)
+            rc = wl_dense_vision(&wv, &sz, opt.seed);
+        else if (k == 1)
+            rc = wl_ragged_vision(&wv, &sz, opt.seed);
+        else if (!wtd.n) {
+            rc = wl_tokens(&wtd, &wtr, &sz, opt.seed, corpus_note, sizeof corpus_note);
+            if (rc == 0) {
+                printf("**Token corpus**: %s\n\n", corpus_note);
+                fflush(stdout);
+            }
+        }
+        if (k >= 2)
+            w = k == 2 ? &wtd : &wtr;
+        if (rc != 0)
+            break;
+        fprintf(stderr, "%s: records ready in %.1f s\n", name, now_seconds() - t0);
+        memset(&res[nres], 0, sizeof res[nres]);
+        rc = run_workload(&opt, w, tmp, &res[nres]);
+        if (rc == 0) {
+            print_table(&res[nres]);
+            fflush(stdout);
+            nres++;
+        }
+        /* The token workloads share one read of the corpus and are
+         * freed after both have run. */
+        if (k < 2)
+            wl_free(&wv);
+    }
+    int missed = 0;
+    if (rc == 0) {
+        missed = print_targets(res, nres, zr_threads());
+        double load[3] = {0};
+        getloadavg(load, 3);
+        printf("Whole run: %.0f s; load average at the end %.2f.\n", now_seconds() - t_start,
+               load[0]);
+    }
+    wl_free(&wtd);
+    wl_free(&wtr);
+    team_shutdown();
+    if (!opt.keep)
+        rmtree(tmp);
+    free(tmp);
+    if (rc != 0)
+        return 1;
+    fprintf(stderr, "zrbench: %s\n", missed ? "some targets were missed" : "all targets met");
+    return 0;
+}
