@@ -15,9 +15,12 @@
  *
  * Raw records are laid out in order and written straight from the
  * caller's memory, a chunk run per write, the writes spread over the pool.
- * Compressed records are claimed one at a time by the workers, compressed
- * into the worker's own buffer, given the next free offset in completion
- * order under a short lock, and written in parallel. The batch is handled
+ * Compressed records are claimed one at a time by the workers and
+ * compressed into the worker's own group buffer; a full group (up to 256
+ * records or about 1 MiB) takes the next free offsets for its records, in
+ * completion order, in one short visit to the frontier lock, and is
+ * written with one write per run of adjacent frames, the workers writing
+ * in parallel. Ragged raw records likewise go out up to 512 per write. The batch is handled
  * in windows of WINDOW records, so the working memory (one table window and
  * one buffer per worker) is bounded whatever the batch size.
  */
@@ -67,26 +70,31 @@ void zr_src_fill_prefix(const struct zr_src *src, uint64_t k, uint8_t *out)
 }
 
 /* Reserve size bytes at the frontier, rolling over to a new chunk when the
- * record does not fit in the current one (R7). */
-static int reserve(zr_store *s, uint64_t size, struct zr_loc *loc)
+ * record does not fit in the current one (R7). Called with frontier_lock
+ * held. */
+static int reserve_locked(zr_store *s, uint64_t size, struct zr_loc *loc)
 {
-    int rc = 0;
-    pthread_mutex_lock(&s->frontier_lock);
     if (s->fr_offset + size > s->chunk_cap) {
         uint32_t c = s->fr_chunk + 1;
-        if (c >= atomic_load(&s->chunks.count))
-            rc = zr_ftable_add(s, &s->chunks, c, true);
-        if (rc == 0) {
-            s->fr_chunk = c;
-            s->fr_offset = 0;
+        if (c >= atomic_load(&s->chunks.count)) {
+            int rc = zr_ftable_add(s, &s->chunks, c, true);
+            if (rc != 0)
+                return rc;
         }
+        s->fr_chunk = c;
+        s->fr_offset = 0;
     }
-    if (rc == 0) {
-        loc->chunk_id = s->fr_chunk;
-        loc->offset = (uint32_t)s->fr_offset;
-        s->fr_offset += size;
-        zr_ftable_at(&s->chunks, s->fr_chunk)->wend = s->fr_offset;
-    }
+    loc->chunk_id = s->fr_chunk;
+    loc->offset = (uint32_t)s->fr_offset;
+    s->fr_offset += size;
+    zr_ftable_at(&s->chunks, s->fr_chunk)->wend = s->fr_offset;
+    return 0;
+}
+
+static int reserve(zr_store *s, uint64_t size, struct zr_loc *loc)
+{
+    pthread_mutex_lock(&s->frontier_lock);
+    int rc = reserve_locked(s, size, loc);
     pthread_mutex_unlock(&s->frontier_lock);
     return rc;
 }
@@ -97,8 +105,13 @@ static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n
     return buf;
 }
 
-/* Raw: write shard k's records, a chunk run per write (Dense) or a
- * prefix and payload per record (Ragged). */
+/* Ragged raw records written by one pwritev: a prefix and a payload
+ * iovec each, within IOV_MAX. */
+#define RAW_RUN 512
+
+/* Raw: write shard k's records, a chunk run per write (Dense) or, for
+ * Ragged records, up to RAW_RUN adjacent records (prefix and payload
+ * each) per write. */
 static void raw_shard(void *arg, size_t k)
 {
     struct append_ctx *c = arg;
@@ -107,30 +120,53 @@ static void raw_shard(void *arg, size_t k)
     uint64_t count = c->w1 - c->w0;
     uint64_t a = c->w0 + count * k / c->nshards, b = c->w0 + count * (k + 1) / c->nshards;
     char name[64];
-    uint8_t prefix[8 * (1 + ZR_MAX_NDIM)];
+    uint8_t *prefixes = NULL;
+    struct iovec *iov = NULL;
+    if (src->kind == ZR_RAGGED) {
+        prefixes = malloc(RAW_RUN * 8 * (1 + ZR_MAX_NDIM));
+        iov = malloc(2 * RAW_RUN * sizeof *iov);
+        if (!prefixes || !iov) {
+            set_error(c, zr_err(ZR_ENOMEM, "append buffers"));
+            goto out;
+        }
+    }
     while (a < b && !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
         const struct zr_loc *la = &c->locs[a - c->w0];
         int fd = zr_ftable_at(&s->chunks, la->chunk_id)->fd;
+        uint64_t e = a + 1;
         int rc;
         if (src->kind == ZR_DENSE) {
-            uint64_t e = a + 1;
             while (e < b && c->locs[e - c->w0].chunk_id == la->chunk_id)
                 e++;
             rc = zr_write_all(fd, src->base + a * src->width, (e - a) * src->width, la->offset,
                               chunk_name(s, la->chunk_id, name, sizeof name));
-            a = e;
         } else {
-            zr_src_fill_prefix(src, a, prefix);
-            struct iovec iov[2] = {
-                {.iov_base = prefix, .iov_len = zr_src_prefix(src, a)},
-                {.iov_base = (void *)src->recs[a].data, .iov_len = zr_src_payload(src, a)},
-            };
-            rc = zr_writev_all(fd, iov, 2, la->offset, chunk_name(s, la->chunk_id, name, sizeof name));
-            a++;
+            /* Records reserved one after another in one chunk are
+             * adjacent on disk: one write covers them all. */
+            uint64_t end = (uint64_t)la->offset + la->phys_length;
+            while (e < b && e - a < RAW_RUN && c->locs[e - c->w0].chunk_id == la->chunk_id &&
+                   c->locs[e - c->w0].offset == end) {
+                end += c->locs[e - c->w0].phys_length;
+                e++;
+            }
+            uint8_t *p = prefixes;
+            for (uint64_t r = a; r < e; r++) {
+                zr_src_fill_prefix(src, r, p);
+                iov[2 * (r - a)] = (struct iovec){.iov_base = p, .iov_len = zr_src_prefix(src, r)};
+                iov[2 * (r - a) + 1] = (struct iovec){.iov_base = (void *)src->recs[r].data,
+                                                      .iov_len = zr_src_payload(src, r)};
+                p += zr_src_prefix(src, r);
+            }
+            rc = zr_writev_all(fd, iov, (int)(2 * (e - a)), la->offset,
+                               chunk_name(s, la->chunk_id, name, sizeof name));
         }
+        a = e;
         if (rc != 0)
             set_error(c, rc);
     }
+out:
+    free(prefixes);
+    free(iov);
 }
 
 static int raw_window(struct append_ctx *c)
@@ -150,7 +186,59 @@ static int raw_window(struct append_ctx *c)
     return 0;
 }
 
-/* Compressed: each shard is a worker loop claiming records one by one. */
+/* Compressed records a worker collects before it reserves their space
+ * and writes them: at most GROUP_RECS records or about GROUP_BYTES. */
+#define GROUP_RECS 256
+#define GROUP_BYTES (1u << 20)
+
+struct group {
+    uint8_t *buf;     /* the frames, back to back */
+    size_t used, cap;
+    uint64_t rec[GROUP_RECS];
+    size_t n;
+};
+
+/* Give the group's frames their offsets in one visit to the frontier, in
+ * the order they were compressed, then write each run of frames that
+ * landed side by side in one chunk with one write. */
+static int group_flush(struct append_ctx *c, struct group *g)
+{
+    zr_store *s = c->s;
+    char name[64];
+    int rc = 0;
+    if (g->n == 0)
+        return 0;
+    pthread_mutex_lock(&s->frontier_lock);
+    for (size_t j = 0; j < g->n && rc == 0; j++) {
+        struct zr_loc *l = &c->locs[g->rec[j] - c->w0];
+        rc = reserve_locked(s, l->phys_length, l);
+    }
+    pthread_mutex_unlock(&s->frontier_lock);
+    size_t at = 0;
+    for (size_t j = 0; j < g->n && rc == 0;) {
+        const struct zr_loc *first = &c->locs[g->rec[j] - c->w0];
+        uint64_t end = (uint64_t)first->offset + first->phys_length;
+        size_t e = j + 1;
+        while (e < g->n) {
+            const struct zr_loc *l = &c->locs[g->rec[e] - c->w0];
+            if (l->chunk_id != first->chunk_id || l->offset != end)
+                break;
+            end += l->phys_length;
+            e++;
+        }
+        size_t len = (size_t)(end - first->offset);
+        rc = zr_write_all(zr_ftable_at(&s->chunks, first->chunk_id)->fd, g->buf + at, len,
+                          first->offset, chunk_name(s, first->chunk_id, name, sizeof name));
+        at += len;
+        j = e;
+    }
+    g->used = 0;
+    g->n = 0;
+    return rc;
+}
+
+/* Compressed: each shard is a worker loop claiming records one by one,
+ * compressing each into its group and flushing the group when full. */
 static void zstd_shard(void *arg, size_t k)
 {
     ZR_UNUSED(k);
@@ -158,9 +246,9 @@ static void zstd_shard(void *arg, size_t k)
     zr_store *s = c->s;
     const struct zr_src *src = c->src;
     ZSTD_CCtx *cctx = zr_cctx_get();
-    uint8_t *stage = NULL, *out = NULL;
-    size_t stage_cap = 0, out_cap = 0;
-    char name[64];
+    uint8_t *stage = NULL;
+    size_t stage_cap = 0;
+    struct group g = {0};
     int rc = 0;
     if (!cctx) {
         set_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
@@ -201,17 +289,22 @@ static void zstd_shard(void *arg, size_t k)
             in = stage;
         }
         size_t bound = ZSTD_compressBound(size);
-        if (bound > out_cap) {
-            free(out);
-            out_cap = bound;
-            out = malloc(out_cap);
-            if (!out) {
-                out_cap = 0;
+        if (g.n == GROUP_RECS || (g.n > 0 && g.used + bound > g.cap)) {
+            if ((rc = group_flush(c, &g)) != 0)
+                break;
+        }
+        if (bound > g.cap) {
+            /* Room for a full group, or for this one record if larger. */
+            size_t want = ZR_MAX(bound, (size_t)GROUP_BYTES);
+            free(g.buf);
+            g.cap = 0;
+            if (!(g.buf = malloc(want))) {
                 rc = zr_err(ZR_ENOMEM, "compression buffer for record %llu", (unsigned long long)r);
                 break;
             }
+            g.cap = want;
         }
-        size_t z = ZSTD_compress2(cctx, out, out_cap, in, size);
+        size_t z = ZSTD_compress2(cctx, g.buf + g.used, g.cap - g.used, in, size);
         if (ZSTD_isError(z)) {
             rc = zr_err(ZR_ECODEC, "compressing record %llu: %s", (unsigned long long)r,
                         ZSTD_getErrorName(z));
@@ -223,19 +316,17 @@ static void zstd_shard(void *arg, size_t k)
             break;
         }
         struct zr_loc *l = &c->locs[r - c->w0];
-        if ((rc = reserve(s, z, l)) != 0)
-            break;
         l->phys_length = (uint32_t)z;
         l->logic_length = (uint32_t)size;
-        rc = zr_write_all(zr_ftable_at(&s->chunks, l->chunk_id)->fd, out, z, l->offset,
-                          chunk_name(s, l->chunk_id, name, sizeof name));
-        if (rc != 0)
-            break;
+        g.used += z;
+        g.rec[g.n++] = r;
     }
+    if (rc == 0)
+        rc = group_flush(c, &g);
     if (rc != 0)
         set_error(c, rc);
     free(stage);
-    free(out);
+    free(g.buf);
     zr_cctx_put(cctx);
 }
 
