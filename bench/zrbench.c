@@ -2,9 +2,9 @@
  * zrbench.c: the engine benchmark. For each workload it writes the same
  * records into every backend, checks that every backend gives back exactly
  * the right records (a sweep of all records, then every planned batch),
- * and only then times the planned random gathers, several passes over all
- * backends in turn so that a burst of load from elsewhere falls on every
- * row alike. It prints Markdown tables (the rows, then the target ratios)
+ * and only then times the planned random gathers: several passes, each
+ * batch gathered by every backend in turn, so that a burst of load from
+ * elsewhere falls on every row alike. It prints Markdown tables (the rows, then the target ratios)
  * on stdout and its progress on stderr.
  *
  * Columns: logical write and logical gather divide uncompressed payload
@@ -256,26 +256,41 @@ struct pass {
     double p95;
 };
 
-static int timed_pass(struct backend *b, const struct workload *w, struct batch_out *o,
-                      double *lat, struct pass *p)
-{
-    double total = 0;
-    for (size_t q = 0; q < w->nbatches; q++) {
-        double t0 = now_seconds();
-        if (b->ops->gather(b, w->plan + q * w->batch, w->batch, o) != 0)
-            return -1;
-        lat[q] = now_seconds() - t0;
-        total += lat[q];
-    }
-    p->seconds = total;
-    p->p95 = p95(lat, w->nbatches);
-    return 0;
-}
-
 static int cmp_pass(const void *a, const void *b)
 {
     double x = ((const struct pass *)a)->seconds, y = ((const struct pass *)b)->seconds;
     return x < y ? -1 : x > y;
+}
+
+/* One timed pass over the plan. Batch by batch, every backend gathers the
+ * same batch in turn, so that load from elsewhere and the state of the
+ * caches fall on all rows alike. lat holds nbatches latencies per row. */
+static int timed_pass(struct backend *bk, const bool *on, size_t nrows, const struct workload *w,
+                      struct batch_out *o, double *lat, struct pass *out)
+{
+    for (size_t q = 0; q < w->nbatches; q++) {
+        const uint64_t *idx = w->plan + q * w->batch;
+        for (size_t r = 0; r < nrows; r++) {
+            if (!on[r])
+                continue;
+            double t0 = now_seconds();
+            if (bk[r].ops->gather(&bk[r], idx, w->batch, o) != 0) {
+                fprintf(stderr, "zrbench: %s/%s: gather failed\n", w->name, bk[r].name);
+                return -1;
+            }
+            lat[r * w->nbatches + q] = now_seconds() - t0;
+        }
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        if (!on[r])
+            continue;
+        double *l = lat + r * w->nbatches, total = 0;
+        for (size_t q = 0; q < w->nbatches; q++)
+            total += l[q];
+        out[r].seconds = total;
+        out[r].p95 = p95(l, w->nbatches);
+    }
+    return 0;
 }
 
 static int run_workload(const struct options *opt, const struct workload *w, const char *tmp,
@@ -345,7 +360,7 @@ static int run_workload(const struct options *opt, const struct workload *w, con
         .bytes = malloc(w->batch * sizeof *o.bytes),
         .shape = malloc(w->batch * BENCH_MAX_NDIM * sizeof *o.shape),
     };
-    double *lat = malloc(w->nbatches * sizeof *lat);
+    double *lat = malloc(NROWS * w->nbatches * sizeof *lat);
     struct pass *passes = malloc((size_t)opt->passes * NROWS * sizeof *passes);
     if (!o.rec || !o.bytes || !o.shape || !lat || !passes) {
         rc = -1;
@@ -363,15 +378,15 @@ static int run_workload(const struct options *opt, const struct workload *w, con
     }
 
     /* Time: every pass visits every backend in turn. */
+    struct pass cur[NROWS];
     for (int p = 0; p < opt->passes; p++) {
         fprintf(stderr, "  gather pass %d/%d\n", p + 1, opt->passes);
-        for (size_t r = 0; r < NROWS; r++) {
-            if (on[r] && timed_pass(&bk[r], w, &o, lat, &passes[r * (size_t)opt->passes + (size_t)p]) != 0) {
-                fprintf(stderr, "zrbench: %s/%s: gather failed\n", w->name, bk[r].name);
-                rc = -1;
-                goto done;
-            }
+        if (timed_pass(bk, on, NROWS, w, &o, lat, cur) != 0) {
+            rc = -1;
+            goto done;
         }
+        for (size_t r = 0; r < NROWS; r++)
+            passes[r * (size_t)opt->passes + (size_t)p] = cur[r];
     }
 
     for (size_t r = 0; r < NROWS; r++) {
