@@ -7,11 +7,16 @@
  * the entry (R5), then copies (raw) or decompresses (zstd) straight from
  * the page cache into the destination. The batch is cut into contiguous
  * blocks of requests that the pool's threads claim; each block takes one
- * zstd context and reuses it for all of its records. A batch of one record
- * runs on the caller's thread.
+ * zstd context and reuses it for all of its records. Dense blocks hold
+ * equal record counts; Ragged blocks are cut at equal shares of the
+ * batch's decoded bytes (read from the entries first), so that a few large
+ * records do not leave one thread working while the others wait. A batch
+ * of one record, or one too small to be worth splitting, runs on the
+ * caller's thread.
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
@@ -22,6 +27,10 @@
  * saves. */
 #define MIN_BLOCK_BYTES (64u << 10)
 
+/* Ragged batches up to this many records keep their entries on the
+ * stack while the blocks are cut. */
+#define STACK_LOCS 512
+
 struct gather_ctx {
     zr_store *s;
     const uint64_t *idx;
@@ -29,6 +38,8 @@ struct gather_ctx {
     uint8_t *dst;
     const uint64_t *offsets;
     size_t nshards;
+    const struct zr_loc *locs; /* Ragged: the entries, already checked */
+    const size_t *cut;         /* Ragged: block k is [cut[k], cut[k+1]) */
     _Atomic int failed;
     pthread_mutex_t err_lock;
     int err;
@@ -46,38 +57,54 @@ static void gather_error(struct gather_ctx *c, int rc)
     atomic_store(&c->failed, 1);
 }
 
-static int read_one(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, uint8_t *out)
+/* Copy or decode record i, whose entry l has been checked, to out. */
+static int read_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
+                    uint8_t *out)
 {
-    struct zr_loc l;
-    if (zr_loc_get(s, i, &l) != 0)
-        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
-    const uint8_t *src = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
+    const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
     if (s->codec == ZR_CODEC_RAW) {
-        memcpy(out, src, l.logic_length);
+        memcpy(out, src, l->logic_length);
     } else {
-        size_t r = s->ddict ? ZSTD_decompress_usingDDict(dctx, out, l.logic_length, src,
-                                                          l.phys_length, s->ddict)
-                            : ZSTD_decompressDCtx(dctx, out, l.logic_length, src, l.phys_length);
+        size_t r = s->ddict ? ZSTD_decompress_usingDDict(dctx, out, l->logic_length, src,
+                                                          l->phys_length, s->ddict)
+                            : ZSTD_decompressDCtx(dctx, out, l->logic_length, src, l->phys_length);
         if (ZSTD_isError(r))
             return zr_loc_error(s, i, ZSTD_getErrorName(r));
-        if (r != l.logic_length)
+        if (r != l->logic_length)
             return zr_loc_error(s, i, "record decodes to fewer bytes than its entry says");
     }
     if (s->id.kind == ZR_RAGGED) {
         uint32_t nd;
         uint64_t poff;
-        if (zr_prefix_check(out, l.logic_length, s->id.itemsize, &nd, &poff) != 0)
+        if (zr_prefix_check(out, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
             return zr_loc_error(s, i, "shape prefix does not match the record's length");
     }
     return 0;
+}
+
+static int read_one(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, uint8_t *out)
+{
+    struct zr_loc l;
+    if (zr_loc_get(s, i, &l) != 0)
+        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+    return read_loc(s, dctx, i, &l, out);
 }
 
 static void gather_shard(void *arg, size_t k)
 {
     struct gather_ctx *c = arg;
     zr_store *s = c->s;
-    size_t a = c->n * k / c->nshards, b = c->n * (k + 1) / c->nshards;
+    size_t a, b;
+    if (c->cut) {
+        a = c->cut[k];
+        b = c->cut[k + 1];
+    } else {
+        a = c->n * k / c->nshards;
+        b = c->n * (k + 1) / c->nshards;
+    }
     ZSTD_DCtx *dctx = NULL;
+    if (a == b)
+        return;
     if (s->codec != ZR_CODEC_RAW && !(dctx = zr_dctx_get())) {
         gather_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
         return;
@@ -86,13 +113,75 @@ static void gather_shard(void *arg, size_t k)
         if (atomic_load_explicit(&c->failed, memory_order_relaxed))
             break;
         uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
-        int rc = read_one(s, dctx, c->idx[j], out);
+        int rc = c->locs ? read_loc(s, dctx, c->idx[j], &c->locs[j], out)
+                         : read_one(s, dctx, c->idx[j], out);
         if (rc != 0) {
             gather_error(c, rc);
             break;
         }
     }
     zr_dctx_put(dctx);
+}
+
+/* How many blocks a batch of total decoded bytes is cut into: a few per
+ * thread for balance, none under MIN_BLOCK_BYTES, at most one a record. */
+static size_t block_count(const zr_store *s, size_t n, uint64_t total)
+{
+    size_t threads = (size_t)zr_pool_threads();
+    size_t per_thread = s->codec == ZR_CODEC_RAW ? 2 : 4;
+    uint64_t shards = ZR_MIN((uint64_t)n, (uint64_t)threads * per_thread);
+    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / MIN_BLOCK_BYTES));
+}
+
+/* Ragged: check every entry first, then cut the batch at equal shares of
+ * its decoded bytes and run the blocks. */
+static int gather_ragged(struct gather_ctx *c)
+{
+    zr_store *s = c->s;
+    struct zr_loc stack_locs[STACK_LOCS];
+    size_t stack_cut[STACK_LOCS + 1];
+    struct zr_loc *locs = stack_locs;
+    size_t *cut = stack_cut;
+    int rc = 0;
+    if (c->n > STACK_LOCS) {
+        locs = malloc(c->n * sizeof *locs);
+        cut = malloc((c->n + 1) * sizeof *cut);
+        if (!locs || !cut) {
+            rc = zr_err(ZR_ENOMEM, "gathering %zu records", c->n);
+            goto out;
+        }
+    }
+    uint64_t total = 0;
+    for (size_t j = 0; j < c->n; j++) {
+        if (zr_loc_get(s, c->idx[j], &locs[j]) != 0) {
+            rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
+            goto out;
+        }
+        total += locs[j].logic_length;
+    }
+    size_t shards = block_count(s, c->n, total);
+    /* Block k starts at the first record that begins at or after k/shards
+     * of the bytes; a block may come out empty, never overlapping. */
+    uint64_t seen = 0;
+    size_t j = 0;
+    cut[0] = 0;
+    for (size_t k = 1; k < shards; k++) {
+        uint64_t goal = total * k / shards;
+        while (j < c->n && seen < goal)
+            seen += locs[j++].logic_length;
+        cut[k] = j;
+    }
+    cut[shards] = c->n;
+    c->locs = locs;
+    c->cut = cut;
+    c->nshards = shards;
+    zr_pool_run(shards, gather_shard, c);
+out:
+    if (locs != stack_locs)
+        free(locs);
+    if (cut != stack_cut)
+        free(cut);
+    return rc;
 }
 
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
@@ -107,20 +196,15 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (n == 1) {
         c.nshards = 1;
         gather_shard(&c, 0);
+    } else if (s->id.kind == ZR_RAGGED) {
+        rc = gather_ragged(&c);
     } else {
-        /* Estimate the work from the first entry's size; blocks of at
-         * least MIN_BLOCK_BYTES, a few per thread for balance. */
-        struct zr_loc l;
-        uint64_t rec = zr_loc_get(s, idx[0], &l) == 0 ? l.logic_length : MIN_BLOCK_BYTES;
-        uint64_t total = rec * n;
-        size_t threads = (size_t)zr_pool_threads();
-        size_t per_thread = s->codec == ZR_CODEC_RAW ? 2 : 4;
-        size_t shards = (size_t)ZR_MIN((uint64_t)n, (uint64_t)threads * per_thread);
-        shards = (size_t)ZR_MIN((uint64_t)shards, ZR_MAX(1, total / MIN_BLOCK_BYTES));
-        c.nshards = shards;
-        zr_pool_run(shards, gather_shard, &c);
+        c.nshards = block_count(s, n, s->width * n);
+        zr_pool_run(c.nshards, gather_shard, &c);
     }
     pthread_mutex_destroy(&c.err_lock);
+    if (rc != 0)
+        return rc;
     if (c.err != 0) {
         zr_err_restore(c.err, c.errmsg);
         return c.err;
