@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,60 +70,75 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* A buffer touched once, so page faults stay out of the timed gathers. */
-static uint8_t *xmalloc_touched(size_t n)
+void *big_alloc(size_t n)
 {
-    uint8_t *p = xmalloc(n);
+    void *p = NULL;
+    size_t huge = (size_t)2 << 20;
+    if (posix_memalign(&p, huge, n ? n : 1) != 0) {
+        fprintf(stderr, "zrbench: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    if (n >= huge)
+        madvise(p, (n + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
+    return p;
+}
+
+/* A batch buffer, touched once so page faults stay out of the timed
+ * gathers. */
+static uint8_t *batch_alloc(size_t n)
+{
+    uint8_t *p = big_alloc(n);
     memset(p, 0, n);
     return p;
 }
 
 /* ---- The thread team ----------------------------------------------- */
 
+/* A job lives on its caller's stack. Shards are claimed under the team's
+ * lock; once the last one is claimed the job is unpublished, so a worker
+ * touches a job only while it owns one of its unfinished shards, and the
+ * caller waits for the shards to finish, not for every worker to wake. */
+struct job {
+    void (*fn)(void *ctx, size_t k);
+    void *ctx;
+    size_t nshards, next, done;
+};
+
 struct team {
     int n;
     pthread_t *th;
     pthread_mutex_t m;
     pthread_cond_t go, done;
-    uint64_t gen;
-    int busy; /* workers still on the current job */
+    struct job *job; /* the job with shards left to claim, or NULL */
     bool quit;
-    void (*fn)(void *ctx, size_t k);
-    void *ctx;
-    size_t nshards;
-    atomic_size_t next;
 };
 
 static struct team *teams[1025];
 
-static void team_claim(struct team *t, void (*fn)(void *, size_t), void *ctx, size_t nshards)
+/* Claim the next shard of t->job; call with the lock held. */
+static size_t claim_locked(struct team *t, struct job *j)
 {
-    for (;;) {
-        size_t k = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
-        if (k >= nshards)
-            break;
-        fn(ctx, k);
-    }
+    size_t k = j->next++;
+    if (j->next >= j->nshards)
+        t->job = NULL;
+    return k;
 }
 
 static void *team_worker(void *arg)
 {
     struct team *t = arg;
-    uint64_t seen = 0;
     pthread_mutex_lock(&t->m);
     for (;;) {
-        while (t->gen == seen && !t->quit)
+        while (!t->job && !t->quit)
             pthread_cond_wait(&t->go, &t->m);
         if (t->quit)
             break;
-        seen = t->gen;
-        void (*fn)(void *, size_t) = t->fn;
-        void *ctx = t->ctx;
-        size_t nshards = t->nshards;
+        struct job *j = t->job;
+        size_t k = claim_locked(t, j);
         pthread_mutex_unlock(&t->m);
-        team_claim(t, fn, ctx, nshards);
+        j->fn(j->ctx, k);
         pthread_mutex_lock(&t->m);
-        if (--t->busy == 0)
+        if (++j->done == j->nshards)
             pthread_cond_signal(&t->done);
     }
     pthread_mutex_unlock(&t->m);
@@ -163,18 +179,22 @@ void team_run(struct team *t, size_t nshards, void (*fn)(void *ctx, size_t k), v
             fn(ctx, k);
         return;
     }
+    struct job j = {.fn = fn, .ctx = ctx, .nshards = nshards};
     pthread_mutex_lock(&t->m);
-    t->fn = fn;
-    t->ctx = ctx;
-    t->nshards = nshards;
-    atomic_store(&t->next, 0);
-    t->busy = t->n - 1;
-    t->gen++;
-    pthread_cond_broadcast(&t->go);
-    pthread_mutex_unlock(&t->m);
-    team_claim(t, fn, ctx, nshards);
-    pthread_mutex_lock(&t->m);
-    while (t->busy > 0)
+    t->job = &j;
+    if (nshards - 1 >= (size_t)t->n - 1)
+        pthread_cond_broadcast(&t->go);
+    else
+        for (size_t i = 1; i < nshards; i++)
+            pthread_cond_signal(&t->go);
+    while (j.next < nshards) {
+        size_t k = claim_locked(t, &j);
+        pthread_mutex_unlock(&t->m);
+        fn(ctx, k);
+        pthread_mutex_lock(&t->m);
+        j.done++;
+    }
+    while (j.done < nshards)
         pthread_cond_wait(&t->done, &t->m);
     pthread_mutex_unlock(&t->m);
 }
@@ -313,7 +333,7 @@ static int zrec_prepare(struct backend *b, const struct workload *w)
         return -1;
     }
     z->itemsize = w->itemsize;
-    z->buf = xmalloc_touched(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
+    z->buf = batch_alloc(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
     z->sizes = xmalloc(w->batch * sizeof *z->sizes);
     z->offs = xmalloc(w->batch * sizeof *z->offs);
     return 0;
@@ -432,12 +452,20 @@ static void memlim_copy_in(void *arg, size_t k)
     memcpy(m->data + a, m->w->data + a, e - a);
 }
 
+/* The RAM buffer is allocated and faulted in once, before the timed
+ * writes: a limit's write is the copy alone. */
+static int memlim_setup(struct backend *b, const struct workload *w)
+{
+    struct memlim *m = b->state;
+    m->w = w;
+    m->data = batch_alloc(w->logical);
+    return 0;
+}
+
 static int memlim_write(struct backend *b, const struct workload *w)
 {
     struct memlim *m = b->state;
-    free(m->data);
     m->w = w;
-    m->data = xmalloc(w->logical);
     team_run(m->team, (size_t)m->threads, memlim_copy_in, m);
     return 0;
 }
@@ -445,7 +473,7 @@ static int memlim_write(struct backend *b, const struct workload *w)
 static int memlim_prepare(struct backend *b, const struct workload *w)
 {
     struct memlim *m = b->state;
-    m->buf = xmalloc_touched(w->ragged ? max_batch_bytes(w, 0) : w->batch * w->width);
+    m->buf = batch_alloc(w->ragged ? max_batch_bytes(w, 0) : w->batch * w->width);
     m->offs = xmalloc(w->batch * sizeof *m->offs);
     m->ends = xmalloc(w->batch * sizeof *m->ends);
     return 0;
@@ -516,6 +544,7 @@ static void memlim_release(struct backend *b)
 }
 
 static const struct backend_ops memlim_ops = {
+    .setup = memlim_setup,
     .write = memlim_write,
     .prepare = memlim_prepare,
     .gather = memlim_gather,
@@ -608,7 +637,7 @@ static int frames_from_store(const char *dir, size_t n, struct frames *f)
         if (read_file(path, &chunk[c], &chunklen[c]) != 0)
             goto out;
     }
-    f->arena = xmalloc(f->off[n]);
+    f->arena = big_alloc(f->off[n]);
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = loc + i * 16;
         uint32_t c = le32(e + 12), o = le32(e), len = le32(e + 4);
@@ -716,6 +745,28 @@ static void zlim_compress(void *arg, size_t t)
     free(out);
 }
 
+/* zstd-limit: room for every frame, allocated and faulted in once before
+ * the timed writes, so that a write is the compression alone. */
+static int zlim_setup(struct backend *b, const struct workload *w)
+{
+    struct zlim *z = b->state;
+    z->w = w;
+    if (z->dict)
+        return 0;
+    uint64_t cap = 0;
+    for (size_t i = 0; i < w->n; i++)
+        cap += ZSTD_compressBound(wl_bytes(w, i) + wl_prefix(w));
+    z->fr.arena = batch_alloc(cap);
+    z->slot = xmalloc(w->n * sizeof *z->slot);
+    z->len = xmalloc(w->n * sizeof *z->len);
+    z->fr.n = w->n;
+    z->fr.off = xmalloc((w->n + 1) * sizeof *z->fr.off);
+    z->fr.logic = xmalloc(w->n * sizeof *z->fr.logic);
+    for (size_t i = 0; i < w->n; i++)
+        z->fr.logic[i] = (uint32_t)(wl_bytes(w, i) + wl_prefix(w));
+    return 0;
+}
+
 static int zlim_write(struct backend *b, const struct workload *w)
 {
     struct zlim *z = b->state;
@@ -736,28 +787,13 @@ static int zlim_write(struct backend *b, const struct workload *w)
         free(dict);
         return z->ddict ? 0 : -1;
     }
-    uint64_t cap = 0;
-    for (size_t i = 0; i < w->n; i++)
-        cap += ZSTD_compressBound(wl_bytes(w, i) + wl_prefix(w));
-    frames_free(&z->fr);
-    free(z->slot);
-    free(z->len);
-    z->fr.arena = xmalloc(cap);
-    z->slot = xmalloc(w->n * sizeof *z->slot);
-    z->len = xmalloc(w->n * sizeof *z->len);
+    /* Frames land in the arena in completion order, each record's place
+     * noted in slot and len. */
     atomic_store(&z->next_rec, 0);
     atomic_store(&z->arena_used, 0);
     atomic_store(&z->failed, 0);
     team_run(z->team, (size_t)z->threads, zlim_compress, z);
-    if (atomic_load(&z->failed))
-        return -1;
-    /* Frames land in completion order; index them by record. */
-    z->fr.n = w->n;
-    z->fr.off = xmalloc((w->n + 1) * sizeof *z->fr.off);
-    z->fr.logic = xmalloc(w->n * sizeof *z->fr.logic);
-    for (size_t i = 0; i < w->n; i++)
-        z->fr.logic[i] = (uint32_t)(wl_bytes(w, i) + wl_prefix(w));
-    return 0;
+    return atomic_load(&z->failed) ? -1 : 0;
 }
 
 /* zstd-limit: check that its frames are byte for byte the frames the
@@ -785,7 +821,7 @@ static int zlim_prepare(struct backend *b, const struct workload *w)
     if (!z->dict) {
         zlim_compare(b);
         /* Repack in record order, as the zstdict frames are. */
-        uint8_t *packed = xmalloc(atomic_load(&z->arena_used));
+        uint8_t *packed = big_alloc(atomic_load(&z->arena_used));
         z->fr.off[0] = 0;
         for (size_t i = 0; i < w->n; i++) {
             memcpy(packed + z->fr.off[i], z->fr.arena + z->slot[i], z->len[i]);
@@ -796,7 +832,7 @@ static int zlim_prepare(struct backend *b, const struct workload *w)
     } else {
         snprintf(b->note, sizeof b->note, "frames and dictionary read from the zrecord-zstdict store");
     }
-    z->buf = xmalloc_touched(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
+    z->buf = batch_alloc(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
     z->offs = xmalloc(w->batch * sizeof *z->offs);
     z->ends = xmalloc(w->batch * sizeof *z->ends);
     return 0;
@@ -889,6 +925,7 @@ static void zlim_release(struct backend *b)
 }
 
 static const struct backend_ops zlim_ops = {
+    .setup = zlim_setup,
     .write = zlim_write,
     .prepare = zlim_prepare,
     .gather = zlim_gather,

@@ -98,7 +98,10 @@ struct backend {
 };
 
 struct backend_ops {
-    /* Store every record of w (the timed write). */
+    /* Optional, untimed, once before the writes: set up what a write
+     * reuses (the limits allocate and touch their RAM here). */
+    int (*setup)(struct backend *b, const struct workload *w);
+    /* Store every record of w (the timed write; may run several times). */
     int (*write)(struct backend *b, const struct workload *w);
     /* Get ready to gather (untimed): open, allocate batch buffers. */
     int (*prepare)(struct backend *b, const struct workload *w);
@@ -128,6 +131,10 @@ struct team;
 struct team *team_get(int threads);
 void team_run(struct team *t, size_t nshards, void (*fn)(void *ctx, size_t k), void *ctx);
 void team_shutdown(void);
+
+/* A large buffer (records, frames, batches): 2 MiB-aligned and advised
+ * for transparent huge pages, the same for every row. Free with free(). */
+void *big_alloc(size_t n);
 
 /* Monotonic seconds. */
 double now_seconds(void);

@@ -237,7 +237,7 @@ int wl_dense_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
     w->item_shape[2] = 224;
     w->width = 3 * 224 * 224;
     w->n = sz->images;
-    w->data = xmalloc(w->n * w->width);
+    w->data = big_alloc(w->n * w->width);
     w->off = xmalloc((w->n + 1) * sizeof *w->off);
     for (size_t k = 0; k <= w->n; k++)
         w->off[k] = k * w->width;
@@ -294,7 +294,7 @@ int wl_ragged_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
         w->off[k + 1] = w->off[k] + 3 * d[0] * d[1];
     }
     w->logical = w->off[w->n];
-    w->data = xmalloc(w->logical);
+    w->data = big_alloc(w->logical);
     for (size_t k = 0; k < w->n; k++)
         make_image(w->data + w->off[k], (uint32_t)w->shape[3 * k + 1], (uint32_t)w->shape[3 * k + 2],
                    image_seed(seed, k));
@@ -585,7 +585,7 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     dense->item_shape[0] = TOK_BLOCK;
     dense->width = TOK_BLOCK * 4;
     dense->n = sz->tokens;
-    dense->data = xmalloc(dense->n * dense->width);
+    dense->data = big_alloc(dense->n * dense->width);
     dense->off = xmalloc((dense->n + 1) * sizeof *dense->off);
     int32_t *dt = (int32_t *)dense->data;
     for (size_t k = 0; k < dense_need; k++)
@@ -647,7 +647,7 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     for (size_t k = 0; k < ragged->n; k++)
         ragged->off[k + 1] = ragged->off[k] + 4 * ragged->shape[k];
     ragged->logical = ragged->off[ragged->n];
-    ragged->data = xmalloc(ragged->logical);
+    ragged->data = big_alloc(ragged->logical);
     for (size_t k = 0; k < ragged->n; k++) {
         int32_t *o = (int32_t *)(ragged->data + ragged->off[k]);
         for (uint64_t t = 0; t < ragged->shape[k]; t++)

@@ -336,6 +336,11 @@ static int run_workload(const struct options *opt, const struct workload *w, con
         struct backend *b = &bk[r];
         int reps = b->write_once ? 1 : opt->write_reps;
         double t[16];
+        if (b->ops->setup && b->ops->setup(b, w) != 0) {
+            fprintf(stderr, "zrbench: %s/%s: setup failed\n", w->name, b->name);
+            rc = -1;
+            goto out;
+        }
         for (int k = 0; k < reps; k++) {
             rmtree(b->dir);
             settle(wdir);
