@@ -318,8 +318,8 @@ static void fault_loop(int op)
     for (long k = 1;; k++) {
         zt_rmtree(path);
         zt_model before = {0}, after = {0};
-        zr_store *s = make_store(ZR_CODEC_RAW, 0, 120, &before);
-        uint64_t del[] = {0, 5, 119, 60, 61, 5};
+        zr_store *s = make_store(ZR_CODEC_RAW, 0, 48, &before);
+        uint64_t del[] = {0, 5, 47, 30, 31, 5};
         if (op == 0) {
             uint64_t d[6];
             memcpy(d, del, sizeof d);

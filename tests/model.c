@@ -27,14 +27,16 @@ void zt_model_copy(zt_model *dst, const zt_model *src)
 {
     dst->len = 0;
     grow(dst, src->len);
-    memcpy(dst->ids, src->ids, src->len * sizeof *src->ids);
+    if (src->len > 0)
+        memcpy(dst->ids, src->ids, src->len * sizeof *src->ids);
     dst->len = src->len;
 }
 
 void zt_model_append(zt_model *m, const uint64_t *ids, uint64_t n)
 {
     grow(m, m->len + n);
-    memcpy(m->ids + m->len, ids, n * sizeof *ids);
+    if (n > 0)
+        memcpy(m->ids + m->len, ids, n * sizeof *ids);
     m->len += n;
 }
 
