@@ -10,7 +10,8 @@
     ZR_SUITE(format) \
     ZR_SUITE(indexlist) \
     ZR_SUITE(maint) \
-    ZR_SUITE(npy)
+    ZR_SUITE(npy) \
+    ZR_SUITE(dense)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
