@@ -11,7 +11,8 @@
     ZR_SUITE(indexlist) \
     ZR_SUITE(maint) \
     ZR_SUITE(npy) \
-    ZR_SUITE(dense)
+    ZR_SUITE(dense) \
+    ZR_SUITE(ragged)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES

@@ -1,0 +1,376 @@
+/*
+ * check_ragged.c: the Ragged contract end to end: records of their own
+ * shapes (scalar ones included) in every dtype kind, the shape prefix as
+ * it lies in the chunk, sizes, gathers at caller-chosen offsets, the
+ * allocating gather and its views, and chunk rollover of records of
+ * varying size against a layout computed here.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "tests/helpers.h"
+#include "tests/records.h"
+#include "tests/suites.h"
+
+static const char *const dtypes[] = {
+    "|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", ">i2",
+    "<f2", "<f4", "<f8", ">f4", "<c8", "<c16", ">c16", "|S3", "<U2",
+};
+#define NDTYPES (sizeof dtypes / sizeof dtypes[0])
+
+START_TEST(ragged_round_trips_every_dtype)
+{
+    const char *dt = dtypes[_i];
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, dt, NULL));
+    zt_append_ragged_gen(s, 40, 25, 3, 6);
+    zt_append_ragged_gen(s, 40, 15, 3, 6);
+    zt_check_ragged_all(s, 40, 3, 6);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    ck_assert_int_eq(zr_kind(s), ZR_RAGGED);
+    ck_assert_str_eq(zr_dtype(s), dt);
+    ck_assert_uint_eq(zr_itemsize(s), zt_itemsize(dt));
+    ck_assert_uint_eq(zr_record_width(s), 0);
+    uint32_t ndim = 7;
+    ck_assert_ptr_null(zr_item_shape(s, &ndim));
+    ck_assert_uint_eq(ndim, 0);
+    ck_assert_uint_eq(zr_len(s), 40);
+    zt_check_ragged_all(s, 40, 3, 6);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* Scalar records keep their empty shape: each is an 8-byte prefix (ndim
+ * 0) and one item, back to back in the chunk. */
+START_TEST(ragged_scalar_records_round_trip)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", NULL));
+    zt_append_ragged_gen(s, 2, 64, 0, 1);
+    uint64_t idx[64], sizes[64];
+    for (uint64_t k = 0; k < 64; k++)
+        idx[k] = 63 - k;
+    ZR_OK_CALL(zr_ragged_sizes(s, idx, 64, sizes));
+    for (uint64_t k = 0; k < 64; k++)
+        ck_assert_uint_eq(sizes[k], 12);
+    zt_check_ragged_idx(s, 2, idx, 64, 0, 1);
+    zr_close(s);
+
+    char *chunk = zt_join(path, "0.chunk");
+    size_t len;
+    uint8_t *bytes = zt_slurp(chunk, &len);
+    ck_assert_uint_eq(len, 64 * 12);
+    for (uint64_t k = 0; k < 64; k++) {
+        uint8_t want[4];
+        zt_fill(want, "<i4", 1, 2, k);
+        ck_assert_uint_eq(zt_le64(bytes + 12 * k), 0);
+        ck_assert_mem_eq(bytes + 12 * k + 8, want, 4);
+    }
+    free(bytes);
+    free(chunk);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zt_check_ragged_all(s, 2, 0, 1);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* The bytes of a raw Ragged store, read from the files: each entry points
+ * at [u64 ndim][u64 dims][payload], little-endian, records in order. */
+START_TEST(ragged_records_lie_on_disk_with_their_shape_prefix)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, ">u2", NULL));
+    zt_append_ragged_gen(s, 77, 30, 4, 5);
+    zr_close(s);
+    char *chunk = zt_join(path, "0.chunk");
+    size_t len;
+    uint8_t *bytes = zt_slurp(chunk, &len);
+    zt_ragged *want = zt_ragged_gen(">u2", 77, 0, 30, 4, 5);
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < 30; i++) {
+        uint32_t ndim = want->recs[i].ndim;
+        uint64_t pre = 8 * (1 + (uint64_t)ndim), size = pre + want->nbytes[i];
+        zt_loc l = zt_loc_read(path, 0, i);
+        ck_assert_uint_eq(l.chunk, 0);
+        ck_assert_uint_eq(l.offset, off);
+        ck_assert_uint_eq(l.phys, size);
+        ck_assert_uint_eq(l.logic, size);
+        ck_assert_uint_le(off + size, len);
+        ck_assert_uint_eq(zt_le64(bytes + off), ndim);
+        for (uint32_t d = 0; d < ndim; d++)
+            ck_assert_uint_eq(zt_le64(bytes + off + 8 + 8 * d), want->shapes[i][d]);
+        ck_assert_mem_eq(bytes + off + pre, want->data[i], want->nbytes[i]);
+        off += size;
+    }
+    ck_assert_uint_eq(off, len);
+    zt_ragged_free(want);
+    free(bytes);
+    free(chunk);
+    free(path);
+}
+END_TEST
+
+START_TEST(ragged_gather_accepts_unsorted_and_repeated_indices)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<f4", NULL));
+    zt_append_ragged_gen(s, 5, 60, 3, 9);
+    const uint64_t idx[] = {59, 0, 30, 30, 30, 2, 59, 1, 17, 16, 15, 0};
+    zt_check_ragged_idx(s, 5, idx, sizeof idx / sizeof idx[0], 3, 9);
+    uint64_t *big = malloc(3000 * sizeof *big);
+    ck_assert_ptr_nonnull(big);
+    for (uint64_t k = 0; k < 3000; k++)
+        big[k] = (k * 104729 + 7) % 60;
+    zt_check_ragged_idx(s, 5, big, 3000, 3, 9);
+    free(big);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+START_TEST(ragged_gather_single_records)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i8", NULL));
+    zt_append_ragged_gen(s, 6, 20, 2, 4);
+    for (uint64_t i = 0; i < 20; i++)
+        zt_check_ragged_idx(s, 6, &i, 1, 2, 4);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+START_TEST(ragged_gather_of_no_records_touches_nothing)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "|u1", NULL));
+    ZR_OK_CALL(zr_ragged_sizes(s, NULL, 0, NULL));
+    ZR_OK_CALL(zr_gather_ragged(s, NULL, 0, NULL, NULL));
+    zt_append_ragged_gen(s, 1, 3, 1, 4);
+    uint8_t dst[32];
+    memset(dst, 0x33, sizeof dst);
+    const uint64_t idx[] = {0}, offsets[] = {0};
+    uint64_t sizes[1] = {12345};
+    ZR_OK_CALL(zr_ragged_sizes(s, idx, 0, sizes));
+    ck_assert_uint_eq(sizes[0], 12345);
+    ZR_OK_CALL(zr_gather_ragged(s, idx, 0, dst, offsets));
+    for (size_t k = 0; k < sizeof dst; k++)
+        ck_assert_uint_eq(dst[k], 0x33);
+    zr_ragged_batch *b = NULL;
+    ZR_OK_CALL(zr_gather_ragged_alloc(s, NULL, 0, &b));
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b->n, 0);
+    zr_ragged_batch_free(b);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* The allocating gather: one batch, a view per request, payloads 8-byte
+ * aligned, shapes and bytes as generated. */
+START_TEST(ragged_gather_alloc_gives_views_in_request_order)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<c8", NULL));
+    zt_append_ragged_gen(s, 14, 25, 4, 3);
+    const uint64_t idx[] = {24, 3, 3, 0, 11, 24, 7};
+    const size_t n = sizeof idx / sizeof idx[0];
+    zr_ragged_batch *b;
+    ZR_OK_CALL(zr_gather_ragged_alloc(s, idx, n, &b));
+    ck_assert_uint_eq(b->n, n);
+    for (size_t k = 0; k < n; k++) {
+        zt_ragged *want = zt_ragged_gen("<c8", 14, idx[k], 1, 4, 3);
+        const zr_view *v = &b->recs[k];
+        ck_assert_uint_eq(v->ndim, want->recs[0].ndim);
+        ck_assert_mem_eq(v->shape, want->shapes[0], v->ndim * sizeof(uint64_t));
+        ck_assert_uint_eq(v->nbytes, want->nbytes[0]);
+        ck_assert_mem_eq(v->data, want->data[0], v->nbytes);
+        ck_assert_uint_eq((uintptr_t)v->data % 8, 0);
+        zt_ragged_free(want);
+    }
+    zr_ragged_batch_free(b);
+    zr_ragged_batch_free(NULL);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* zr_ragged_view decodes a well-formed record and refuses every prefix
+ * that disagrees with the record's size. */
+START_TEST(ragged_view_checks_the_prefix_against_the_size)
+{
+    uint8_t rec[8 + 2 * 8 + 24];
+    memset(rec, 0, sizeof rec);
+    rec[0] = 2;          /* ndim 2 */
+    rec[8] = 2;          /* dims (2, 3) of 4-byte items: 24 payload bytes */
+    rec[16] = 3;
+    zr_view v;
+    ZR_OK_CALL(zr_ragged_view(rec, sizeof rec, 4, &v));
+    ck_assert_uint_eq(v.ndim, 2);
+    ck_assert_uint_eq(v.shape[0], 2);
+    ck_assert_uint_eq(v.shape[1], 3);
+    ck_assert_uint_eq(v.nbytes, 24);
+    ck_assert_ptr_eq(v.data, rec + 24);
+    ZR_FAIL_CALL(zr_ragged_view(rec, sizeof rec - 1, 4, &v), ZR_ECORRUPT);
+    ZR_FAIL_CALL(zr_ragged_view(rec, sizeof rec, 8, &v), ZR_ECORRUPT);
+    ZR_FAIL_CALL(zr_ragged_view(rec, 7, 4, &v), ZR_ECORRUPT);
+    rec[0] = 33; /* more dimensions than allowed */
+    ZR_FAIL_CALL(zr_ragged_view(rec, sizeof rec, 4, &v), ZR_ECORRUPT);
+    rec[0] = 2;
+    memset(rec + 8, 0xff, 16); /* dims whose product overflows */
+    ZR_FAIL_CALL(zr_ragged_view(rec, sizeof rec, 4, &v), ZR_ECORRUPT);
+    /* A scalar: prefix 0, one item. */
+    uint8_t scalar[8 + 2] = {0};
+    ZR_OK_CALL(zr_ragged_view(scalar, sizeof scalar, 2, &v));
+    ck_assert_uint_eq(v.ndim, 0);
+    ck_assert_uint_eq(v.nbytes, 2);
+    ZR_FAIL_CALL(zr_ragged_view(scalar, 8, 2, &v), ZR_ECORRUPT); /* no payload */
+}
+END_TEST
+
+/* Where each record of sizes[] must land: in order, rolling over to the
+ * next chunk at offset 0 when it does not fit in the current one. */
+static void expect_layout(const uint64_t *sizes, uint64_t n, uint64_t cap, zt_loc *out,
+                          uint32_t *tail_chunk, uint32_t *tail_offset)
+{
+    uint32_t chunk = 0;
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (off + sizes[i] > cap) {
+            chunk++;
+            off = 0;
+        }
+        out[i] = (zt_loc){.offset = (uint32_t)off, .phys = (uint32_t)sizes[i],
+                          .logic = (uint32_t)sizes[i], .chunk = chunk};
+        off += sizes[i];
+    }
+    *tail_chunk = chunk;
+    *tail_offset = (uint32_t)off;
+}
+
+static void check_ragged_layout(const char *path, const char *dtype, uint64_t seed, uint64_t n,
+                                uint64_t cap, uint64_t seg_entries, uint32_t maxndim,
+                                uint64_t maxdim)
+{
+    zt_ragged *r = zt_ragged_gen(dtype, seed, 0, n, maxndim, maxdim);
+    uint64_t *sizes = malloc(n * sizeof *sizes);
+    zt_loc *want = malloc(n * sizeof *want);
+    ck_assert(sizes && want);
+    for (uint64_t i = 0; i < n; i++)
+        sizes[i] = 8 * (1 + (uint64_t)r->recs[i].ndim) + r->nbytes[i];
+    uint32_t tail_chunk, tail_offset;
+    expect_layout(sizes, n, cap, want, &tail_chunk, &tail_offset);
+    uint64_t *chunk_end = calloc(tail_chunk + 1, sizeof *chunk_end);
+    ck_assert_ptr_nonnull(chunk_end);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t seg, entry;
+        zt_loc_where(i, seg_entries, &seg, &entry);
+        zt_loc l = zt_loc_read(path, seg, entry);
+        ck_assert_msg(memcmp(&l, &want[i], sizeof l) == 0,
+                      "record %llu: entry (%u, %u, %u, %u), expected (%u, %u, %u, %u)",
+                      (unsigned long long)i, l.chunk, l.offset, l.phys, l.logic,
+                      want[i].chunk, want[i].offset, want[i].phys, want[i].logic);
+        ck_assert_uint_le((uint64_t)l.offset + l.phys, cap);
+        chunk_end[l.chunk] = (uint64_t)l.offset + l.phys;
+    }
+    for (uint32_t c = 0; c <= tail_chunk + 1; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "%u.chunk", c);
+        char *chunk = zt_join(path, name);
+        ck_assert_int_eq(zt_file_size(chunk), c <= tail_chunk ? (int64_t)chunk_end[c] : -1);
+        free(chunk);
+    }
+    zt_meta m = zt_meta_read(path);
+    ck_assert_uint_eq(m.length, n);
+    ck_assert_uint_eq(m.tail_chunk, tail_chunk);
+    ck_assert_uint_eq(m.tail_offset, tail_offset);
+    free(chunk_end);
+    free(want);
+    free(sizes);
+    zt_ragged_free(r);
+}
+
+START_TEST(ragged_records_roll_over_to_the_next_chunk)
+{
+    /* Records of 10..312 bytes in 512-byte chunks: most chunks end with a
+     * gap, and batches start both inside a chunk and at a rollover. */
+    zr_testing_set_geometry(512, 8);
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<u2", NULL));
+    zt_append_ragged_gen(s, 91, 13, 2, 12);
+    zt_append_ragged_gen(s, 91, 1, 2, 12);
+    zt_append_ragged_gen(s, 91, 40, 2, 12);
+    zt_check_ragged_all(s, 91, 2, 12);
+    zr_close(s);
+    check_ragged_layout(path, "<u2", 91, 54, 512, 8, 2, 12);
+    ck_assert_uint_ge(zt_meta_read(path).tail_chunk, 4); /* the layout did roll over */
+
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    zt_check_ragged_all(s, 91, 2, 12);
+    zt_append_ragged_gen(s, 91, 29, 2, 12);
+    zr_close(s);
+    check_ragged_layout(path, "<u2", 91, 83, 512, 8, 2, 12);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zt_check_ragged_all(s, 91, 2, 12);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+START_TEST(ragged_reopen_sees_exactly_what_was_committed)
+{
+    char *path = zt_path("r");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<f8", NULL));
+    zt_append_ragged_gen(s, 3, 10, 3, 5);
+    zt_append_ragged_gen(s, 3, 1, 3, 5);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    ck_assert_uint_eq(zr_len(s), 11);
+    zt_check_ragged_all(s, 3, 3, 5);
+    const uint64_t zero = 0;
+    zr_rec bad = {.data = &zero, .shape = &zero, .ndim = 1};
+    ZR_FAIL_CALL(zr_append_ragged(s, "<f8", &bad, 1, NULL), ZR_EEMPTY);
+    ck_assert_uint_eq(zr_len(s), 11);
+    zt_append_ragged_gen(s, 3, 6, 3, 5);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    ck_assert_uint_eq(zr_len(s), 17);
+    zt_check_ragged_all(s, 3, 3, 5);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+Suite *suite_ragged(void)
+{
+    Suite *s = suite_create("ragged");
+    TCase *tc = tcase_create("ragged");
+    tcase_add_checked_fixture(tc, zt_setup, zt_teardown);
+    tcase_add_loop_test(tc, ragged_round_trips_every_dtype, 0, NDTYPES);
+    tcase_add_test(tc, ragged_scalar_records_round_trip);
+    tcase_add_test(tc, ragged_records_lie_on_disk_with_their_shape_prefix);
+    tcase_add_test(tc, ragged_gather_accepts_unsorted_and_repeated_indices);
+    tcase_add_test(tc, ragged_gather_single_records);
+    tcase_add_test(tc, ragged_gather_of_no_records_touches_nothing);
+    tcase_add_test(tc, ragged_gather_alloc_gives_views_in_request_order);
+    tcase_add_test(tc, ragged_view_checks_the_prefix_against_the_size);
+    tcase_add_test(tc, ragged_records_roll_over_to_the_next_chunk);
+    tcase_add_test(tc, ragged_reopen_sees_exactly_what_was_committed);
+    suite_add_tcase(s, tc);
+    return s;
+}
