@@ -12,7 +12,8 @@
     ZR_SUITE(maint) \
     ZR_SUITE(npy) \
     ZR_SUITE(dense) \
-    ZR_SUITE(ragged)
+    ZR_SUITE(ragged) \
+    ZR_SUITE(codec)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
