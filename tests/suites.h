@@ -13,7 +13,8 @@
     ZR_SUITE(npy) \
     ZR_SUITE(dense) \
     ZR_SUITE(ragged) \
-    ZR_SUITE(codec)
+    ZR_SUITE(codec) \
+    ZR_SUITE(corrupt)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
