@@ -28,7 +28,7 @@ static int check_identity_args(const char *dtype, const uint64_t *shape, uint32_
     uint64_t width = id->itemsize;
     for (uint32_t i = 0; i < ndim; i++) {
         if (shape[i] == 0)
-            return zr_err(ZR_EEMPTY, "item shape dimension %u is zero: records would be empty", i);
+            return zr_err(ZR_EINVAL, "item shape dimension %u is zero: records would be empty", i);
         if (!zr_mul_ok(width, shape[i], &width) || width > ZR_MAX_RECORD)
             return zr_err(ZR_ETOOBIG, "a record of this item shape exceeds 2 GiB");
         id->shape[i] = shape[i];

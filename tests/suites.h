@@ -14,7 +14,8 @@
     ZR_SUITE(dense) \
     ZR_SUITE(ragged) \
     ZR_SUITE(codec) \
-    ZR_SUITE(corrupt)
+    ZR_SUITE(corrupt) \
+    ZR_SUITE(badcall)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
