@@ -211,7 +211,7 @@ START_TEST(dictionary_tiers_train_from_a_buffer)
     int tier = (int)_i;
     void *dict;
     size_t dict_len;
-    train_buffer(50, 2000, tier, &dict, &dict_len);
+    train_buffer(50, 500, tier, &dict, &dict_len);
     zr_create_opts opts = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
     const uint64_t shape[] = {DICT_WIDTH};
     char *path = zt_path("d");
@@ -240,7 +240,7 @@ END_TEST
 
 START_TEST(dictionary_trains_from_a_list_of_records)
 {
-    zt_ragged *r = zt_ragged_gen("<u2", 61, 0, 1500, 2, 20);
+    zt_ragged *r = zt_ragged_gen("<u2", 61, 0, 600, 2, 20);
     size_t *sizes = malloc(r->n * sizeof *sizes);
     ck_assert_ptr_nonnull(sizes);
     for (uint64_t k = 0; k < r->n; k++)
@@ -277,7 +277,7 @@ START_TEST(dictionary_trains_from_an_open_store)
     char *raw_path = zt_path("raw");
     zr_store *raw;
     ZR_OK_CALL(zr_ragged_create(&raw, raw_path, "|u1", NULL));
-    zt_append_ragged_gen(raw, 62, 1200, 2, 24);
+    zt_append_ragged_gen(raw, 62, 600, 2, 24);
     void *dict;
     size_t dict_len;
     ZR_OK_CALL(zr_train_dict_store(raw, ZR_TIER_FAST, &dict, &dict_len));
@@ -338,7 +338,7 @@ START_TEST(dictionary_shrinks_small_records)
 {
     void *dict;
     size_t dict_len;
-    train_buffer(70, 2000, ZR_TIER_FAST, &dict, &dict_len);
+    train_buffer(70, 500, ZR_TIER_FAST, &dict, &dict_len);
     const uint64_t shape[] = {DICT_WIDTH};
     int64_t size[2];
     for (int k = 0; k < 2; k++) {

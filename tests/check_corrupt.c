@@ -27,8 +27,8 @@ static char *make_dense(int codec, uint64_t n)
     void *dict = NULL;
     size_t dict_len = 0;
     if (codec == ZR_CODEC_ZSTD_DICT) {
-        void *sample = zt_dense_gen("<u4", 8, SEED, 0, 2000);
-        ZR_OK_CALL(zr_train_dict_buffer(sample, WIDTH, 2000, ZR_TIER_FAST, &dict, &dict_len));
+        void *sample = zt_dense_gen("<u4", 8, SEED, 0, 1000);
+        ZR_OK_CALL(zr_train_dict_buffer(sample, WIDTH, 1000, ZR_TIER_FAST, &dict, &dict_len));
         free(sample);
     }
     zr_create_opts opts = {.codec = codec, .dict = dict, .dict_len = dict_len};
@@ -402,9 +402,9 @@ START_TEST(replaced_dictionary_fails_every_gather)
 {
     char *path = make_dense(ZR_CODEC_ZSTD_DICT, 10), *dict;
     file_in(path, "dict.zr", &dict);
-    void *sample = zt_dense_gen("<u4", 8, SEED + 1, 0, 2000), *other;
+    void *sample = zt_dense_gen("<u4", 8, SEED + 1, 0, 1000), *other;
     size_t other_len;
-    ZR_OK_CALL(zr_train_dict_buffer(sample, WIDTH, 2000, ZR_TIER_FAST, &other, &other_len));
+    ZR_OK_CALL(zr_train_dict_buffer(sample, WIDTH, 1000, ZR_TIER_FAST, &other, &other_len));
     zt_spit(dict, other, other_len);
     zr_store *s;
     ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));

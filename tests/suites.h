@@ -15,7 +15,9 @@
     ZR_SUITE(ragged) \
     ZR_SUITE(codec) \
     ZR_SUITE(corrupt) \
-    ZR_SUITE(badcall)
+    ZR_SUITE(badcall) \
+    ZR_SUITE(lock) \
+    ZR_SUITE(concurrency)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES

@@ -1,0 +1,208 @@
+/*
+ * check_lock.c: the store lock across processes. A forked child opens the
+ * store and holds it while the parent tries its own opens; the two talk
+ * through pipes (the child reports its open's result, the parent tells it
+ * when to let go), so no test depends on timing. A conflicting open must
+ * fail at once with ZR_EBUSY rather than wait.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/helpers.h"
+#include "tests/records.h"
+#include "tests/suites.h"
+
+#define SEED 300
+
+struct holder {
+    pid_t pid;
+    int report; /* read end: the child's open result */
+    int release; /* write end: a byte (or closing it) lets the child go */
+};
+
+/* Fork a child that opens path in mode, reports the result, and holds the
+ * handle until released. The child uses no Check calls: it reports
+ * through the pipe and its exit status. */
+static struct holder hold(const char *path, int mode)
+{
+    int rep[2], rel[2];
+    ck_assert_int_eq(pipe(rep), 0);
+    ck_assert_int_eq(pipe(rel), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(rep[0]);
+        close(rel[1]);
+        zr_store *s;
+        int rc = zr_open(&s, path, mode);
+        if (write(rep[1], &rc, sizeof rc) != sizeof rc)
+            _exit(2);
+        char b;
+        if (read(rel[0], &b, 1) < 0)
+            _exit(3);
+        zr_close(s);
+        _exit(0);
+    }
+    close(rep[1]);
+    close(rel[0]);
+    struct holder h = {.pid = pid, .report = rep[0], .release = rel[1]};
+    int rc = 1;
+    ck_assert_int_eq(read(h.report, &rc, sizeof rc), (ssize_t)sizeof rc);
+    ck_assert_msg(rc == 0, "the child's open gave %d", rc);
+    return h;
+}
+
+static void let_go(struct holder *h)
+{
+    ck_assert_int_eq(write(h->release, "x", 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(h->report);
+    close(h->release);
+}
+
+static char *make_store(void)
+{
+    char *path = zt_path("s");
+    zr_store *s;
+    const uint64_t shape[] = {16};
+    ZR_OK_CALL(zr_dense_create(&s, path, "<u2", shape, 1, NULL));
+    zt_append_dense_gen(s, SEED, 20);
+    zr_close(s);
+    return path;
+}
+
+START_TEST(writer_in_another_process_excludes_every_open)
+{
+    char *path = make_store();
+    struct holder w = hold(path, ZR_RDWR);
+    zr_store *s = (zr_store *)&s;
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDWR), ZR_EBUSY);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), path));
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDONLY), ZR_EBUSY);
+    ck_assert_ptr_null(s);
+    let_go(&w);
+    /* The writer is gone: its lock went with it. */
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    zt_append_dense_gen(s, SEED, 1);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+START_TEST(readers_in_several_processes_share_the_store)
+{
+    char *path = make_store();
+    struct holder r1 = hold(path, ZR_RDONLY);
+    struct holder r2 = hold(path, ZR_RDONLY); /* hold asserts its open succeeded */
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+    let_go(&r1);
+    let_go(&r2);
+    free(path);
+}
+END_TEST
+
+START_TEST(reader_in_another_process_keeps_writers_out)
+{
+    char *path = make_store();
+    struct holder r = hold(path, ZR_RDONLY);
+    zr_store *s = (zr_store *)&s;
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDWR), ZR_EBUSY);
+    ck_assert_ptr_null(s);
+    /* Other readers are still welcome. */
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zr_close(s);
+    let_go(&r);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* The parent writes; a child's opens are refused, and it says so through
+ * its exit status (0 when both opens gave ZR_EBUSY). */
+START_TEST(child_cannot_open_while_the_parent_writes)
+{
+    char *path = make_store();
+    zr_store *w;
+    ZR_OK_CALL(zr_open(&w, path, ZR_RDWR));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        zr_store *s;
+        int rw = zr_open(&s, path, ZR_RDWR);
+        int ro = zr_open(&s, path, ZR_RDONLY);
+        _exit(rw == ZR_EBUSY && ro == ZR_EBUSY ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    /* The parent's handle is unaffected. */
+    zt_append_dense_gen(w, SEED, 2);
+    zt_check_dense_all(w, SEED);
+    zr_close(w);
+    free(path);
+}
+END_TEST
+
+/* A writer killed without closing releases the store. */
+START_TEST(killed_writer_releases_the_store)
+{
+    char *path = make_store();
+    struct holder w = hold(path, ZR_RDWR);
+    zr_store *s;
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDWR), ZR_EBUSY);
+    ck_assert_int_eq(kill(w.pid, SIGKILL), 0);
+    int status;
+    ck_assert_int_eq(waitpid(w.pid, &status, 0), w.pid);
+    ck_assert(WIFSIGNALED(status));
+    close(w.report);
+    close(w.release);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* Two handles in one process conflict like two processes do. */
+START_TEST(second_handle_in_the_same_process_is_busy)
+{
+    char *path = make_store();
+    zr_store *w, *r;
+    ZR_OK_CALL(zr_open(&w, path, ZR_RDWR));
+    ZR_FAIL_CALL(zr_open(&r, path, ZR_RDONLY), ZR_EBUSY);
+    ZR_FAIL_CALL(zr_open(&r, path, ZR_RDWR), ZR_EBUSY);
+    zr_close(w);
+    ZR_OK_CALL(zr_open(&r, path, ZR_RDONLY));
+    ZR_FAIL_CALL(zr_open(&w, path, ZR_RDWR), ZR_EBUSY);
+    zr_close(r);
+    free(path);
+}
+END_TEST
+
+Suite *suite_lock(void)
+{
+    Suite *s = suite_create("lock");
+    TCase *tc = tcase_create("lock");
+    tcase_add_checked_fixture(tc, zt_setup, zt_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, writer_in_another_process_excludes_every_open);
+    tcase_add_test(tc, readers_in_several_processes_share_the_store);
+    tcase_add_test(tc, reader_in_another_process_keeps_writers_out);
+    tcase_add_test(tc, child_cannot_open_while_the_parent_writes);
+    tcase_add_test(tc, killed_writer_releases_the_store);
+    tcase_add_test(tc, second_handle_in_the_same_process_is_busy);
+    suite_add_tcase(s, tc);
+    return s;
+}
