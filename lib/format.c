@@ -178,13 +178,91 @@ static int decode_map(const msgpack_object *root, struct zr_identity *id)
     return 0;
 }
 
+/* A big-endian length field of n bytes (msgpack's byte order). */
+static uint64_t load_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* msgpack-c allocates a container's elements before reading them, so a
+ * few bytes declaring 2^32 elements would make it ask for hundreds of GiB.
+ * Walk the encoding once without allocating: every element takes at least
+ * one byte, so a container declaring more elements than bytes remain, or
+ * a length running past the end, marks the bytes as malformed. */
+static bool msgpack_counts_fit(const uint8_t *p, size_t len)
+{
+    uint64_t pending = 1, pos = 0;
+    while (pending > 0) {
+        if (pos >= len)
+            return false;
+        uint8_t b = p[pos++];
+        uint64_t skip = 0, count = 0; /* data bytes to skip; entries declared */
+        int lenbytes = 0;             /* size of a length or count field */
+        int per = 0;                  /* objects per entry: 1 array, 2 map */
+        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+            /* fixint, nil, bool: the type byte is all */
+        } else if (b <= 0x8f) {
+            count = b & 0x0f;
+            per = 2;
+        } else if (b <= 0x9f) {
+            count = b & 0x0f;
+            per = 1;
+        } else if (b <= 0xbf) {
+            skip = b & 0x1f;
+        } else if (b == 0xc4 || b == 0xc5 || b == 0xc6) {
+            lenbytes = 1 << (b - 0xc4); /* bin 8/16/32 */
+        } else if (b == 0xd9 || b == 0xda || b == 0xdb) {
+            lenbytes = 1 << (b - 0xd9); /* str 8/16/32 */
+        } else if (b == 0xc7 || b == 0xc8 || b == 0xc9) {
+            lenbytes = 1 << (b - 0xc7); /* ext 8/16/32: length, type, data */
+            skip = 1;
+        } else if (b == 0xca || b == 0xcb) {
+            skip = b == 0xca ? 4 : 8;
+        } else if (b >= 0xcc && b <= 0xd3) {
+            skip = (uint64_t)1 << ((b - 0xcc) % 4); /* uint and int 8..64 */
+        } else if (b >= 0xd4 && b <= 0xd8) {
+            skip = 1 + ((uint64_t)1 << (b - 0xd4)); /* fixext: type, data */
+        } else if (b == 0xdc || b == 0xdd) {
+            lenbytes = b == 0xdc ? 2 : 4;
+            per = 1;
+        } else if (b == 0xde || b == 0xdf) {
+            lenbytes = b == 0xde ? 2 : 4;
+            per = 2;
+        } else {
+            return false; /* 0xc1 is never used */
+        }
+        if (lenbytes > 0) {
+            if (len - pos < (uint64_t)lenbytes)
+                return false;
+            uint64_t n = load_be(p + pos, lenbytes);
+            pos += (uint64_t)lenbytes;
+            if (per > 0)
+                count = n;
+            else
+                skip += n;
+        }
+        if (skip > len - pos)
+            return false;
+        pos += skip;
+        pending = pending - 1 + count * (uint64_t)per;
+        if (pending > len - pos)
+            return false;
+    }
+    return true;
+}
+
 int zr_identity_decode(const void *buf, size_t len, struct zr_identity *id)
 {
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
     int rc;
-    msgpack_unpack_return r = msgpack_unpack_next(&u, buf, len, &off);
+    msgpack_unpack_return r = msgpack_counts_fit(buf, len)
+                                  ? msgpack_unpack_next(&u, buf, len, &off)
+                                  : MSGPACK_UNPACK_PARSE_ERROR;
     if (r != MSGPACK_UNPACK_SUCCESS)
         rc = zr_err(ZR_ECORRUPT, "store.zr: not valid msgpack");
     else if (off != len)
