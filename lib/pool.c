@@ -35,6 +35,12 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 static struct job *queue_head, *queue_tail;
 static int nthreads;      /* threads per call, caller included; 0 = not started */
 static bool atfork_registered;
+/* The workers are joinable and joined when the library is unloaded (or the
+ * process exits), so no worker is left sleeping in code that dlclose is
+ * about to unmap, and none outlives its thread-local storage. */
+static pthread_t *workers;
+static int nworkers;
+static bool quitting;
 
 static void dequeue_locked(struct job *j)
 {
@@ -65,8 +71,10 @@ static void *worker(void *arg)
     (void)arg;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!queue_head)
+        while (!queue_head && !quitting)
             pthread_cond_wait(&work_cv, &lock);
+        if (quitting)
+            break;
         struct job *j = queue_head;
         size_t n = j->nshards;
         size_t k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
@@ -79,6 +87,7 @@ static void *worker(void *arg)
         finish_shard(j, n);
         pthread_mutex_lock(&lock);
     }
+    pthread_mutex_unlock(&lock);
     return NULL;
 }
 
@@ -112,6 +121,9 @@ static void atfork_child(void)
     pthread_cond_init(&done_cv, NULL);
     queue_head = queue_tail = NULL;
     nthreads = 0;
+    free(workers);
+    workers = NULL;
+    nworkers = 0;
 }
 
 static void start_locked(void)
@@ -121,18 +133,27 @@ static void start_locked(void)
         atfork_registered = true;
     }
     int want = cpu_count();
-    int started = 1;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (int i = 1; i < want; i++) {
-        pthread_t t;
-        if (pthread_create(&t, &attr, worker, NULL) != 0)
+    workers = calloc((size_t)want, sizeof *workers);
+    nworkers = 0;
+    for (int i = 1; workers && i < want; i++) {
+        if (pthread_create(&workers[nworkers], NULL, worker, NULL) != 0)
             break;
-        started++;
+        nworkers++;
     }
-    pthread_attr_destroy(&attr);
-    nthreads = started;
+    nthreads = 1 + nworkers;
+}
+
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&lock);
+    quitting = true;
+    pthread_cond_broadcast(&work_cv);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < nworkers; i++)
+        pthread_join(workers[i], NULL);
+    free(workers);
+    workers = NULL;
+    nworkers = 0;
 }
 
 int zr_pool_threads(void)

@@ -4,6 +4,10 @@
  * through pipes (the child reports its open's result, the parent tells it
  * when to let go), so no test depends on timing. A conflicting open must
  * fail at once with ZR_EBUSY rather than wait.
+ *
+ * Children report only through pipes; the parent checks that they exited
+ * rather than crashed, not their exit status, which a memory checker may
+ * change when it reports the parent's heap copied into the child.
  */
 #include <check.h>
 #include <signal.h>
@@ -61,7 +65,7 @@ static void let_go(struct holder *h)
     ck_assert_int_eq(write(h->release, "x", 1), 1);
     int status;
     ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert(WIFEXITED(status));
     close(h->report);
     close(h->release);
 }
@@ -128,25 +132,32 @@ START_TEST(reader_in_another_process_keeps_writers_out)
 }
 END_TEST
 
-/* The parent writes; a child's opens are refused, and it says so through
- * its exit status (0 when both opens gave ZR_EBUSY). */
+/* The parent writes; a child's opens are refused. */
 START_TEST(child_cannot_open_while_the_parent_writes)
 {
     char *path = make_store();
     zr_store *w;
     ZR_OK_CALL(zr_open(&w, path, ZR_RDWR));
+    int rep[2];
+    ck_assert_int_eq(pipe(rep), 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
+        close(rep[0]);
         zr_store *s;
-        int rw = zr_open(&s, path, ZR_RDWR);
-        int ro = zr_open(&s, path, ZR_RDONLY);
-        _exit(rw == ZR_EBUSY && ro == ZR_EBUSY ? 0 : 1);
+        int rc[2] = {zr_open(&s, path, ZR_RDWR), zr_open(&s, path, ZR_RDONLY)};
+        free(path);
+        _exit(write(rep[1], rc, sizeof rc) == sizeof rc ? 0 : 2);
     }
+    close(rep[1]);
+    int rc[2] = {0, 0};
+    ck_assert_int_eq(read(rep[0], rc, sizeof rc), (ssize_t)sizeof rc);
+    close(rep[0]);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFEXITED(status));
-    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert_int_eq(rc[0], ZR_EBUSY);
+    ck_assert_int_eq(rc[1], ZR_EBUSY);
     /* The parent's handle is unaffected. */
     zt_append_dense_gen(w, SEED, 2);
     zt_check_dense_all(w, SEED);
