@@ -74,6 +74,9 @@ void zr_src_fill_prefix(const struct zr_src *src, uint64_t k, uint8_t *out)
  * held. */
 static int reserve_locked(zr_store *s, uint64_t size, struct zr_loc *loc)
 {
+    if (size > s->chunk_cap)
+        return zr_err(ZR_ETOOBIG, "a record of %llu bytes does not fit in a chunk of %llu",
+                      (unsigned long long)size, (unsigned long long)s->chunk_cap);
     if (s->fr_offset + size > s->chunk_cap) {
         uint32_t c = s->fr_chunk + 1;
         if (c >= atomic_load(&s->chunks.count)) {
