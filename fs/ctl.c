@@ -8,8 +8,19 @@
  *             first read after it gathers the whole batch in one library
  *             call and the reads hand it out; the read after the last
  *             byte returns end of file and the handle takes a new list.
+ *   .compact  writing compacts the store (read-write mounts); reading
+ *             gives the last result as JSON.
+ *   .delete   (read-write mounts) the text written is an index list,
+ *             deleted (swap-last) as one batch when the file is closed,
+ *             so a list may take several writes and still be one batch;
+ *             close(2) reports the outcome.
  *
- * .gather is a stream, not a file: a shell opens one
+ * Delete and compact take the store lock exclusively (the library needs
+ * the handle to itself for them); after a delete, the kernel is told to
+ * forget the records whose bytes changed and the names that are gone
+ * before the close returns, so no reader sees a stale record.
+ *
+ * .gather, .compact and .delete are streams, not files: a shell opens one
  * descriptor for both directions (exec 3<>.gather), so after the write
  * the file position is past the written text. Offsets are therefore
  * ignored and each handle keeps its own read position. Every function
@@ -110,7 +121,18 @@ static int build_stats(struct zfs_store *st, char **out, size_t *len)
     }
     add(&t, ", \"codec\": ");
     add_json_string(&t, zr_codec_name(zr_codec(zs)));
-    add(&t, ", \"records\": %llu}\n", (unsigned long long)zr_len(zs));
+    zr_store_stats ss;
+    int zrc = zr_stats(zs, &ss);
+    if (zrc != 0) {
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .stats: %s\n", st->path, zr_last_error());
+        free(t.s);
+        return -zfs_errno(zrc);
+    }
+    add(&t, ", \"records\": %llu, \"live_bytes\": %llu, \"chunk_bytes\": %llu, "
+            "\"reclaimable\": %llu, \"dict_bytes\": %llu}\n",
+        (unsigned long long)ss.records, (unsigned long long)ss.live_bytes,
+        (unsigned long long)ss.chunk_bytes, (unsigned long long)ss.reclaimable,
+        (unsigned long long)ss.dict_bytes);
     return text_done(&t, out, len);
 }
 
@@ -157,6 +179,30 @@ int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len)
     pthread_mutex_unlock(&st->ctl_mu);
     pthread_rwlock_unlock(&st->lock);
     return rc;
+}
+
+int zfs_compact_text(struct zfs_store *st, char **out, size_t *len)
+{
+    static const char none[] = "{\"compactions\": 0}\n";
+    pthread_mutex_lock(&st->ctl_mu);
+    const char *src = st->compact_json ? st->compact_json : none;
+    size_t n = st->compact_json ? st->compact_len : sizeof none - 1;
+    int rc = 0;
+    if ((*out = malloc(n)))
+        memcpy(*out, src, n);
+    else
+        rc = -ENOMEM;
+    *len = n;
+    pthread_mutex_unlock(&st->ctl_mu);
+    return rc;
+}
+
+int zfs_compact_size(struct zfs_store *st, uint64_t *len)
+{
+    pthread_mutex_lock(&st->ctl_mu);
+    *len = st->compact_json ? st->compact_len : strlen("{\"compactions\": 0}\n");
+    pthread_mutex_unlock(&st->ctl_mu);
+    return 0;
 }
 
 /* Gather the list written to h into h->out. Dense: the records back to
@@ -281,4 +327,123 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const 
     }
     serve(h, size, p, n);
     return 0;
+}
+
+int zfs_compact_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
+                     size_t *n)
+{
+    (void)fs;
+    if (!h->serving) {
+        int rc = zfs_compact_text(h->st, &h->out, &h->outlen);
+        if (rc != 0)
+            return rc;
+        h->outpos = 0;
+        h->serving = true;
+    }
+    serve(h, size, p, n);
+    return 0;
+}
+
+int zfs_compact_run(struct zfs_fs *fs, struct zfs_handle *h)
+{
+    struct zfs_store *st = h->st;
+    if (!fs->cfg.rw)
+        return -EROFS;
+    if (!st->zs)
+        return -EIO;
+    zr_compact_result res;
+    struct text t = {0};
+    pthread_rwlock_wrlock(&st->lock);
+    int zrc = zr_compact(st->zs, &res);
+    if (zrc != 0)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: compaction failed: %s\n", st->path, zr_last_error());
+    pthread_mutex_lock(&st->ctl_mu);
+    /* Even a failed compaction may have moved records and freed space. */
+    free(st->stats_json);
+    st->stats_json = NULL;
+    if (zrc == 0) {
+        st->ncompactions++;
+        add(&t, "{\"compactions\": %llu, \"records_moved\": %llu, \"bytes_before\": %llu, "
+                "\"bytes_after\": %llu}\n",
+            (unsigned long long)st->ncompactions, (unsigned long long)res.records_moved,
+            (unsigned long long)res.bytes_before, (unsigned long long)res.bytes_after);
+        char *text;
+        size_t len;
+        if (text_done(&t, &text, &len) == 0) {
+            free(st->compact_json);
+            st->compact_json = text;
+            st->compact_len = len;
+        }
+    }
+    pthread_mutex_unlock(&st->ctl_mu);
+    pthread_rwlock_unlock(&st->lock);
+    /* The records' bytes did not change; the listing's .stats did. */
+    zfs_notify_change(fs, st, NULL, 0, 0, 0);
+    /* The next read of this handle gives this result. */
+    free(h->out);
+    h->out = NULL;
+    h->outlen = h->outpos = 0;
+    h->serving = false;
+    return -zfs_errno(zrc);
+}
+
+int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len)
+{
+    if (!fs->cfg.rw)
+        return -EROFS;
+    if (!h->st->zs)
+        return -EIO;
+    zfs_idxlist_set_limit(&h->list, zr_len(h->st->zs));
+    int rc = zfs_idxlist_feed(&h->list, buf, len);
+    if (rc != 0)
+        zfs_idxlist_reset(&h->list);
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int zfs_delete_commit(struct zfs_fs *fs, struct zfs_handle *h)
+{
+    struct zfs_store *st = h->st;
+    if (!st->zs)
+        return -EIO;
+    zfs_idxlist_set_limit(&h->list, zr_len(st->zs));
+    int rc = zfs_idxlist_finish(&h->list);
+    if (rc != 0 || h->list.n == 0) {
+        zfs_idxlist_reset(&h->list);
+        return rc;
+    }
+    uint64_t *idx = h->list.idx;
+    size_t n = h->list.n;
+    pthread_rwlock_wrlock(&st->lock);
+    uint64_t old_len = zr_len(st->zs);
+    int zrc = zr_delete(st->zs, idx, n);
+    uint64_t new_len = zr_len(st->zs);
+    if (zrc != 0)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: delete failed: %s\n", st->path, zr_last_error());
+    if (new_len != old_len) {
+        zfs_rec_store_changed(st);
+        pthread_mutex_lock(&st->ctl_mu);
+        free(st->stats_json);
+        st->stats_json = NULL;
+        pthread_mutex_unlock(&st->ctl_mu);
+    }
+    pthread_rwlock_unlock(&st->lock);
+    if (new_len != old_len) {
+        /* Swap-last: every deleted index below the new length now holds
+         * what was the last record; the names from the new length up are
+         * gone. */
+        qsort(idx, n, sizeof *idx, cmp_u64);
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++)
+            if (idx[j] < new_len && (k == 0 || idx[k - 1] != idx[j]))
+                idx[k++] = idx[j];
+        zfs_notify_change(fs, st, idx, k, new_len, old_len);
+    }
+    zfs_idxlist_reset(&h->list);
+    return -zfs_errno(zrc);
 }

@@ -28,6 +28,8 @@
 static const char *const ctl_names[] = {
     [ZFS_CTL_STATS] = ".stats",
     [ZFS_CTL_GATHER] = ".gather",
+    [ZFS_CTL_COMPACT] = ".compact",
+    [ZFS_CTL_DELETE] = ".delete",
 };
 
 static struct zfs_fs *fs_of(fuse_req_t req)
@@ -182,6 +184,14 @@ static int file_attr(struct zfs_fs *fs, struct zfs_store *st, uint64_t slot, boo
     case ZFS_CTL_GATHER:
         a->st_mode = S_IFREG | 0666;
         break;
+    case ZFS_CTL_COMPACT:
+        a->st_mode = S_IFREG | (fs->cfg.rw ? 0644 : 0444);
+        rc = zfs_compact_size(st, &size);
+        stored = size;
+        break;
+    case ZFS_CTL_DELETE:
+        a->st_mode = S_IFREG | 0200;
+        break;
     default:
         a->st_mode = S_IFREG | 0444;
         rc = zfs_rec_size(fs, st, slot - ZFS_RECORD_SLOT0, may_decode, &size, &stored);
@@ -313,11 +323,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     struct target t;
     struct stat a;
     int rc = resolve(fs, ino, &t);
-    /* Truncating a stream control file to nothing is what a shell's `>`
-     * asks for; it is accepted and means nothing. Every other change is
-     * refused. */
-    if (rc == 0 && t.st && t.slot == ZFS_CTL_GATHER && to_set == FUSE_SET_ATTR_SIZE &&
-        attr->st_size == 0)
+    /* Truncating a writable control file to nothing is what a shell's
+     * `>` asks for; it is accepted and means nothing. Every other change
+     * is refused. */
+    if (rc == 0 && t.st && to_set == FUSE_SET_ATTR_SIZE && attr->st_size == 0 &&
+        (t.slot == ZFS_CTL_GATHER || (fs->cfg.rw && (t.slot == ZFS_CTL_COMPACT ||
+                                                     t.slot == ZFS_CTL_DELETE))))
         rc = file_attr(fs, t.st, t.slot, true, &a);
     else if (rc == 0)
         rc = -deny(fs);
@@ -438,6 +449,30 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fi->direct_io = 1;
         fi->nonseekable = 1;
         break;
+    case ZFS_CTL_COMPACT:
+        if (writing && !fs->cfg.rw) {
+            rc = -EROFS;
+            break;
+        }
+        if (!(h = handle_new(t.st, ZFS_H_COMPACT))) {
+            rc = -ENOMEM;
+            break;
+        }
+        fi->direct_io = 1;
+        fi->nonseekable = 1;
+        break;
+    case ZFS_CTL_DELETE:
+        if (!writing || (fi->flags & O_ACCMODE) != O_WRONLY) {
+            rc = -EACCES; /* an index list goes in, nothing comes out */
+            break;
+        }
+        if (!(h = handle_new(t.st, ZFS_H_DELETE))) {
+            rc = -ENOMEM;
+            break;
+        }
+        fi->direct_io = 1;
+        fi->nonseekable = 1;
+        break;
     case ZFS_CTL_STATS:
         if (writing || (fi->flags & O_TRUNC)) {
             rc = fs->cfg.rw ? -EACCES : -EROFS;
@@ -515,7 +550,7 @@ static void reply_slice(fuse_req_t req, const char *buf, size_t len, size_t size
 }
 
 /* A read without a handle (-o noopen): records through the shared cache,
- * .stats from the store's text. */
+ * .stats and .compact from the store's texts. */
 static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, size_t size,
                           off_t off)
 {
@@ -527,6 +562,13 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
         char *text = NULL;
         size_t len = 0;
         rc = zfs_stats_text(fs, t.st, &text, &len);
+        if (rc == 0)
+            reply_slice(req, text, len, size, off);
+        free(text);
+    } else if (rc == 0 && t.slot == ZFS_CTL_COMPACT) {
+        char *text = NULL;
+        size_t len = 0;
+        rc = zfs_compact_text(t.st, &text, &len);
         if (rc == 0)
             reply_slice(req, text, len, size, off);
         free(text);
@@ -582,16 +624,23 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     case ZFS_H_STATS:
         reply_slice(req, h->out, h->outlen, size, off);
         break;
-    case ZFS_H_GATHER: {
+    case ZFS_H_GATHER:
+    case ZFS_H_COMPACT: {
         const char *p;
         size_t n;
         pthread_mutex_lock(&h->mu);
-        rc = zfs_gather_read(fs, h, size, &p, &n);
+        if (h->type == ZFS_H_GATHER)
+            rc = zfs_gather_read(fs, h, size, &p, &n);
+        else
+            rc = zfs_compact_read(fs, h, size, &p, &n);
         if (rc == 0)
             fuse_reply_buf(req, p, n);
         pthread_mutex_unlock(&h->mu);
         break;
     }
+    case ZFS_H_DELETE:
+        rc = -EBADF;
+        break;
     }
     if (rc != 0)
         fuse_reply_err(req, -rc);
@@ -607,9 +656,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     int rc;
     if (!h) {
         rc = -deny(fs);
-    } else if (h->type == ZFS_H_GATHER) {
+    } else if (h->type == ZFS_H_GATHER || h->type == ZFS_H_COMPACT || h->type == ZFS_H_DELETE) {
         pthread_mutex_lock(&h->mu);
-        rc = zfs_gather_write(fs, h, buf, size);
+        if (h->type == ZFS_H_GATHER)
+            rc = zfs_gather_write(fs, h, buf, size);
+        else if (h->type == ZFS_H_COMPACT)
+            rc = zfs_compact_run(fs, h); /* what was written does not matter */
+        else
+            rc = zfs_delete_write(fs, h, buf, size);
         pthread_mutex_unlock(&h->mu);
     } else {
         rc = -EBADF;
@@ -620,17 +674,40 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         fuse_reply_write(req, size);
 }
 
+/* A list written to .delete and not yet applied. */
+static bool delete_pending(const struct zfs_handle *h)
+{
+    return h && h->type == ZFS_H_DELETE && (h->list.n > 0 || h->list.intok);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    (void)fi;
-    fuse_reply_err(req, 0);
+    struct zfs_handle *h = (struct zfs_handle *)(uintptr_t)fi->fh;
+    int rc = 0;
+    /* close(2) of .delete applies the list, and returns its outcome. */
+    if (h && h->type == ZFS_H_DELETE) {
+        pthread_mutex_lock(&h->mu);
+        if (delete_pending(h))
+            rc = zfs_delete_commit(fs_of(req), h);
+        pthread_mutex_unlock(&h->mu);
+    }
+    fuse_reply_err(req, -rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    handle_free((struct zfs_handle *)(uintptr_t)fi->fh);
+    struct zfs_handle *h = (struct zfs_handle *)(uintptr_t)fi->fh;
+    /* Normally FLUSH applied the list already; a descriptor passed to
+     * another process and closed there may leave one behind. */
+    if (delete_pending(h)) {
+        int rc = zfs_delete_commit(fs_of(req), h);
+        if (rc != 0)
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .delete on release: %s\n", h->st->path,
+                     strerror(-rc));
+    }
+    handle_free(h);
     fuse_reply_err(req, 0);
 }
 
@@ -760,8 +837,12 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     struct zfs_fs *fs = fs_of(req);
     struct target t;
     int rc = resolve(fs, ino, &t);
-    if (rc == 0 && (mask & W_OK) && !(t.st && t.slot == ZFS_CTL_GATHER))
+    bool writable = t.st && (t.slot == ZFS_CTL_GATHER ||
+                             (fs->cfg.rw && (t.slot == ZFS_CTL_COMPACT || t.slot == ZFS_CTL_DELETE)));
+    if (rc == 0 && (mask & W_OK) && !writable)
         rc = fs->cfg.rw ? -EACCES : -EROFS;
+    if (rc == 0 && (mask & R_OK) && t.st && t.slot == ZFS_CTL_DELETE)
+        rc = -EACCES;
     if (rc == 0 && (mask & X_OK) && !t.node)
         rc = -EACCES;
     fuse_reply_err(req, -rc);

@@ -53,7 +53,7 @@ static void usage(void)
            "\n"
            "zrecordfs options:\n"
            "    -o ro                  read-only view, shared store lock (default)\n"
-           "    -o rw                  exclusive store lock (the mount has the stores alone)\n"
+           "    -o rw                  exclusive store lock; .compact and .delete work\n"
            "    -o npy                 records are complete NPY files named N.npy\n"
            "    -o ext=SUFFIX          add SUFFIX to record names (e.g. -o ext=.png)\n"
            "    -o noopen              no OPEN round trips: fastest warm reads, no\n"
@@ -172,6 +172,9 @@ int main(int argc, char *argv[])
     fs.ctl[fs.nctl++] = ZFS_CTL_STATS;
     if (!fs.cfg.noopen)
         fs.ctl[fs.nctl++] = ZFS_CTL_GATHER;
+    fs.ctl[fs.nctl++] = ZFS_CTL_COMPACT;
+    if (fs.cfg.rw)
+        fs.ctl[fs.nctl++] = ZFS_CTL_DELETE;
     /* A read-only mount cannot change under the kernel (writers are
      * locked out), so its names and attributes may be cached for long. */
     fs.timeout = fs.cfg.rw ? 1.0 : 86400.0;
@@ -195,6 +198,11 @@ int main(int argc, char *argv[])
     }
     if (fuse_daemonize(opts.foreground) != 0)
         goto out;
+    /* After daemonizing: a thread does not survive the fork. */
+    if (zfs_notify_start(&fs) != 0) {
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the notification thread\n");
+        goto out;
+    }
 
     int rc;
     if (opts.singlethread) {
@@ -209,6 +217,7 @@ int main(int argc, char *argv[])
     }
     ret = rc == 0 ? 0 : 1;
 out:
+    zfs_notify_stop();
     fuse_loop_cfg_destroy(loop_cfg);
     if (mounted)
         fuse_session_unmount(se);

@@ -92,6 +92,7 @@ struct zfs_store {
     size_t stats_len;
     char *compact_json;      /* the .compact text: the last compaction */
     size_t compact_len;
+    uint64_t ncompactions;   /* compactions run through this mount */
     struct stat st;          /* owner and times of the store folder */
     _Atomic unsigned nfailures; /* records that failed to decode, for the log */
 };
@@ -137,7 +138,7 @@ struct zfs_rec {
 };
 
 /* Per open file. */
-enum zfs_htype { ZFS_H_RECORD = 1, ZFS_H_STATS, ZFS_H_GATHER };
+enum zfs_htype { ZFS_H_RECORD = 1, ZFS_H_STATS, ZFS_H_GATHER, ZFS_H_COMPACT, ZFS_H_DELETE };
 struct zfs_handle {
     enum zfs_htype type;
     struct zfs_store *st;
@@ -148,7 +149,7 @@ struct zfs_handle {
     char *out;               /* .stats, .gather, .compact: the answer */
     size_t outlen;
     size_t outpos;           /* .gather, .compact: next byte to hand out */
-    bool serving;            /* .gather: an answer is being read */
+    bool serving;            /* .gather, .compact: an answer is being read */
 };
 
 /* ---- inode numbers ---- */
@@ -199,6 +200,27 @@ int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
 /* Hand out up to size bytes of the answer: *p and *n (0 at the end). */
 int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
                     size_t *n);
+/* A copy of the .compact text, and its length. */
+int zfs_compact_text(struct zfs_store *st, char **out, size_t *len);
+int zfs_compact_size(struct zfs_store *st, uint64_t *len);
+/* Compact h's store; the next read of h gives the result. */
+int zfs_compact_run(struct zfs_fs *fs, struct zfs_handle *h);
+int zfs_compact_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
+                     size_t *n);
+int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
+/* Delete the list written to h so far, if any, as one batch. */
+int zfs_delete_commit(struct zfs_fs *fs, struct zfs_handle *h);
+
+/* ---- notify.c ---- */
+
+/* Start and stop the thread that passes invalidations to the kernel. */
+int zfs_notify_start(struct zfs_fs *fs);
+void zfs_notify_stop(void);
+/* Tell the kernel that records changed[0..n) of st now hold other bytes,
+ * that the names of records [new_len, old_len) are gone, and that the
+ * store folder's listing and .stats changed. Returns when it is done. */
+void zfs_notify_change(struct zfs_fs *fs, struct zfs_store *st, const uint64_t *changed,
+                       size_t n, uint64_t new_len, uint64_t old_len);
 
 /* ---- ops.c ---- */
 

@@ -32,7 +32,7 @@ m="$tmp/noopen"
 mount_fs "$m" -d -o noopen "$tmp/tree"
 pid=$DAEMON
 [ ! -e "$m/ragged_raw/.gather" ] || fail "-o noopen shows .gather"
-[ "$(ls -A "$m/scalar_i8" | tr '\n' ' ')" = ".stats 0 1 2 3 4 " ] || fail "-o noopen lists: $(ls -A "$m/scalar_i8")"
+[ "$(ls -A "$m/scalar_i8" | tr '\n' ' ')" = ".compact .stats 0 1 2 3 4 " ] || fail "-o noopen lists: $(ls -A "$m/scalar_i8")"
 $CHECK records "$m" "$tmp/exp" 2 $STORES
 $CHECK attrs "$m" "$tmp/exp" $STORES
 $CHECK mmap "$m/ragged_zstd/11" "$tmp/exp/ragged_zstd/11"

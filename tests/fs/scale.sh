@@ -28,7 +28,7 @@ mount_fs "$m" "$tmp/big"
 pid=$DAEMON
 cat "$m/.stats" > /dev/null
 before=$($CHECK hwm "$pid")
-[ "$(ls -f "$m" | wc -l)" -eq $((n + 4)) ] || fail "ls -f of $n records lists $(ls -f "$m" | wc -l) entries"
+[ "$(ls -f "$m" | wc -l)" -eq $((n + 5)) ] || fail "ls -f of $n records lists $(ls -f "$m" | wc -l) entries"
 after=$($CHECK hwm "$pid")
 [ $((after - before)) -lt 6144 ] || fail "listing $n records grew the daemon from $before to $after KiB"
 [ "$(stat -c %s "$m/$((n - 1))")" -eq 1 ] || fail "stat of the last record"

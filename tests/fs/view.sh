@@ -18,7 +18,7 @@ pid=$DAEMON
 [ "$(ls "$m/deep/a" | tr '\n' ' ')" = "b " ] || fail "deep/a lists: $(ls "$m/deep/a")"
 for s in $STORES; do
     n=$(records_of "$s")
-    want=$( (printf '.gather\n.stats\n'; seq 0 $((n - 1))) | LC_ALL=C sort)
+    want=$( (printf '.compact\n.gather\n.stats\n'; seq 0 $((n - 1))) | LC_ALL=C sort)
     got=$(ls -A "$m/$s" | LC_ALL=C sort)
     [ "$got" = "$want" ] || fail "$s lists: $(echo $got)"
 done
@@ -57,13 +57,13 @@ done
 cmp -s "$tmp/copy/.stats" "$m/ragged_zstd/.stats" || fail "cp -r: .stats differs"
 ok "cp -r of a store folder"
 total=0
-for s in $STORES; do total=$((total + $(records_of "$s") + 2)); done
+for s in $STORES; do total=$((total + $(records_of "$s") + 3)); done
 total=$((total + $(ls -A "$m/damaged/zstd_u1" | wc -l)))
 [ "$(find "$m" -type f | wc -l)" -eq "$total" ] || fail "find counts $(find "$m" -type f | wc -l) files, expected $total"
 [ "$(find "$m" -name '*.zr' -o -name '*.loc' -o -name '*.chunk' | wc -l)" -eq 0 ] || fail "store internals are visible"
-want=$(cat "$tmp"/exp/ragged_raw/[0-9]* "$m/ragged_raw/.stats" | wc -c)
+want=$(cat "$tmp"/exp/ragged_raw/[0-9]* "$m/ragged_raw/.stats" "$m/ragged_raw/.compact" | wc -c)
 [ "$(du -sb "$m/ragged_raw" | cut -f1)" -eq "$want" ] || fail "du -sb ragged_raw: $(du -sb "$m/ragged_raw"), expected $want"
-[ "$(du -sB512 "$m/dense/raw_f4" | cut -f1)" -eq $((50 + 1)) ] || fail "du -sB512 dense/raw_f4: $(du -sB512 "$m/dense/raw_f4")"
+[ "$(du -sB512 "$m/dense/raw_f4" | cut -f1)" -eq $((50 + 2)) ] || fail "du -sB512 dense/raw_f4: $(du -sB512 "$m/dense/raw_f4")"
 ok "find and du"
 
 # Names that are not canonical do not exist; nothing can be changed.

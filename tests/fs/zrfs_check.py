@@ -13,6 +13,11 @@ with a message on the first difference and prints one line on success.
     zrfs_check.py mmap PATH EXPECTED          mmap of a record file
     zrfs_check.py gather MNT EXP STORE...     .gather through os.write/os.read
     zrfs_check.py npy MNT EXP STORE...        numpy.load of every record
+    zrfs_check.py delete MNT EXP STORE MODEL PIECE...
+                                              write PIECEs to .delete, close,
+                                              check every record against the
+                                              swap-last model kept in MODEL
+    zrfs_check.py model MNT EXP STORE MODEL   check every record against MODEL
     zrfs_check.py files DIR SUFFIX LIST       record k (named k + SUFFIX) holds
                                               the bytes of the file on line k
     zrfs_check.py hwm PID                     prints the peak resident KiB
@@ -55,6 +60,7 @@ def codec_of(store):
 def cmd_attrs(mnt, exp, stores):
     for store in stores:
         kind, dtype, recs = manifest(exp, store)
+        stored_total = 0
         for i, shape in recs:
             payload = len(expected(exp, store, i))
             st = os.stat(os.path.join(mnt, store, str(i)))
@@ -63,6 +69,7 @@ def cmd_attrs(mnt, exp, stores):
             if st.st_size != payload:
                 fail("%s/%d: st_size %d, expected %d" % (store, i, st.st_size, payload))
             stored = payload if kind == "dense" else payload + 8 * (1 + len(shape))
+            stored_total += stored
             if st.st_blocks != (stored + 511) // 512:
                 fail("%s/%d: st_blocks %d for %d stored bytes" % (store, i, st.st_blocks, stored))
         with open(os.path.join(mnt, store, ".stats")) as f:
@@ -80,6 +87,12 @@ def cmd_attrs(mnt, exp, stores):
         for k, v in want.items():
             if s.get(k) != v:
                 fail("%s/.stats: %s is %r, expected %r" % (store, k, s.get(k), v))
+        if s["reclaimable"] != s["chunk_bytes"] - s["live_bytes"] or s["live_bytes"] <= 0:
+            fail("%s/.stats: inconsistent byte counts %r" % (store, s))
+        if want["codec"] == "raw" and s["live_bytes"] != stored_total:
+            fail("%s/.stats: live_bytes %d, the records hold %d" % (store, s["live_bytes"], stored_total))
+        if (s["dict_bytes"] > 0) != (want["codec"] == "zstd_dict"):
+            fail("%s/.stats: dict_bytes %d with codec %s" % (store, s["dict_bytes"], want["codec"]))
     print("attributes and .stats of %d stores as expected" % len(stores))
 
 
@@ -266,6 +279,64 @@ def cmd_npy(mnt, exp, stores):
     print("numpy.load of %d records as expected" % count)
 
 
+def load_model(exp, store, path):
+    """Which original record each current index holds."""
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return [i for i, _ in manifest(exp, store)[2]]
+
+
+def cmd_model(mnt, exp, store, path):
+    model = load_model(exp, store, path)
+    names = sorted(n for n in os.listdir(os.path.join(mnt, store)) if not n.startswith("."))
+    if names != sorted(str(i) for i in range(len(model))):
+        fail("%s lists %d records, the model %d" % (store, len(names), len(model)))
+    for i, orig in enumerate(model):
+        with open(os.path.join(mnt, store, str(i)), "rb") as f:
+            if f.read() != expected(exp, store, orig):
+                fail("%s/%d does not hold original record %d" % (store, i, orig))
+    with open(os.path.join(mnt, store, ".stats")) as f:
+        stats = json.load(f)
+    if stats["records"] != len(model):
+        fail("%s/.stats says %d records, the model %d" % (store, stats["records"], len(model)))
+    print("%s: %d records as the model says" % (store, len(model)))
+
+
+def cmd_delete(mnt, exp, store, path, pieces):
+    model = load_model(exp, store, path)
+    d = os.path.join(mnt, store)
+    idx = sorted({int(x) for x in "".join(pieces).replace(",", " ").split()}, reverse=True)
+    # Open every record the delete touches and read it, so the kernel and
+    # the daemon have it cached.
+    held = {}
+    for i in set(idx) | set(range(max(0, len(model) - len(idx)), len(model))):
+        fd = os.open(os.path.join(d, str(i)), os.O_RDONLY)
+        os.read(fd, 1 << 20)
+        held[i] = fd
+    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
+    for p in pieces:
+        os.write(fd, p.encode())
+    os.close(fd)
+    for i in idx:
+        model[i] = model[-1]
+        model.pop()
+    with open(path, "w") as f:
+        json.dump(model, f)
+    # Descriptors opened before the delete read the new bytes, or report
+    # that their record is gone.
+    for i, fd in held.items():
+        try:
+            got = os.pread(fd, 1 << 20, 0)
+            if i >= len(model) or got != expected(exp, store, model[i]):
+                fail("%s/%d: a descriptor held across the delete reads stale bytes" % (store, i))
+        except OSError as e:
+            if i < len(model) or e.errno not in (errno.ESTALE, errno.ENOENT):
+                fail("%s/%d: read after the delete: %s" % (store, i, errno.errorcode[e.errno]))
+        os.close(fd)
+    cmd_model(mnt, exp, store, path)
+
+
 def cmd_files(d, suffix, listing):
     with open(listing) as f:
         paths = [line.rstrip("\n") for line in f]
@@ -303,6 +374,10 @@ def main(argv):
         cmd_mmap(*args)
     elif cmd == "gather":
         cmd_gather(args[0], args[1], args[2:])
+    elif cmd == "delete":
+        cmd_delete(args[0], args[1], args[2], args[3], args[4:])
+    elif cmd == "model":
+        cmd_model(*args)
     elif cmd == "files":
         cmd_files(*args)
     elif cmd == "hwm":
