@@ -785,7 +785,9 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    char *buf = malloc(size ? size : 1);
+    /* The kernel asks for a page at a time: no allocation for that. */
+    char small[8192];
+    char *buf = size <= sizeof small ? small : malloc(size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
         return;
@@ -805,7 +807,8 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
         used += need;
     }
     fuse_reply_buf(req, buf, used);
-    free(buf);
+    if (buf != small)
+        free(buf);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -208,7 +208,7 @@ static int list_subfolders(const char *path, char ***names, size_t *count)
         (*count)++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && *count > 1)
         qsort(*names, *count, sizeof **names, cmp_names);
     else
         fprintf(stderr, "zrecordfs: out of memory\n");

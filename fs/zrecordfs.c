@@ -211,7 +211,8 @@ int main(int argc, char *argv[])
         if (!(loop_cfg = fuse_loop_cfg_create()))
             goto out;
         fuse_loop_cfg_set_clone_fd(loop_cfg, (unsigned)opts.clone_fd);
-        fuse_loop_cfg_set_idle_threads(loop_cfg, opts.max_idle_threads);
+        if (opts.max_idle_threads != UINT_MAX) /* UINT_MAX: not given */
+            fuse_loop_cfg_set_idle_threads(loop_cfg, opts.max_idle_threads);
         fuse_loop_cfg_set_max_threads(loop_cfg, opts.max_threads);
         rc = fuse_session_loop_mt(se, loop_cfg);
     }

@@ -29,8 +29,15 @@ daemons=""
 
 cleanup() {
     status=$?
+    if [ "$status" -ne 0 ]; then
+        for m in $mounts; do
+            [ -s "$m.log" ] && { echo "--- end of the log of the daemon serving $m:"; tail -n 40 "$m.log"; } >&2
+        done
+    fi
+    # /proc/mounts, not mountpoint(1): a dead daemon's mount cannot be
+    # stat'ed, but must still go.
     for m in $mounts; do
-        if mountpoint -q "$m"; then
+        if grep -qs " $m fuse" /proc/mounts; then
             fusermount3 -u "$m" 2> /dev/null || fusermount3 -uz "$m" 2> /dev/null || true
         fi
     done
@@ -59,7 +66,8 @@ mount_fs() {
     for i in $(seq 200); do
         mountpoint -q "$mnt" && return 0
         if ! kill -0 "$DAEMON" 2> /dev/null; then
-            cat "$mnt.log" >&2
+            wait "$DAEMON" || true
+            forget_pid "$DAEMON"
             fail "zrecordfs $* exited without mounting"
         fi
         sleep 0.05
@@ -67,13 +75,21 @@ mount_fs() {
     fail "zrecordfs $* did not mount within 10 s"
 }
 
+# forget_pid PID: PID has ended; cleanup must not signal it (process ids
+# are reused quickly, and the number may soon name someone else's process).
+forget_pid() {
+    local p rest=""
+    for p in $daemons; do [ "$p" = "$1" ] || rest="$rest $p"; done
+    daemons=$rest
+}
+
 # unmount_fs MNT PID: unmount and check that the daemon exits with 0.
 unmount_fs() {
     fusermount3 -u "$1" || fail "fusermount3 -u $1"
     local rc=0
     wait "$2" || rc=$?
-    [ "$rc" -eq 0 ] || { cat "$1.log" >&2; fail "zrecordfs exited with $rc after unmount of $1"; }
-    ! kill -0 "$2" 2> /dev/null || fail "zrecordfs $2 still running after unmount"
+    forget_pid "$2"
+    [ "$rc" -eq 0 ] || fail "zrecordfs exited with $rc after unmount of $1"
 }
 
 # The tree of test stores and what each record must read as.

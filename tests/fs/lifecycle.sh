@@ -27,11 +27,14 @@ for p in os.listdir("/proc"):
 PYEOF
 }
 
-# Wait (at most 10 s) for process $1 to end.
+# Wait (at most 10 s) for process $1 (not a child) to end.
 wait_gone() {
     local i
     for i in $(seq 200); do
-        kill -0 "$1" 2> /dev/null || return 0
+        if ! kill -0 "$1" 2> /dev/null; then
+            forget_pid "$1"
+            return 0
+        fi
         sleep 0.05
     done
     fail "process $1 still running"
@@ -67,6 +70,7 @@ read -r line <&"${HOLDER[0]}" || true
 [ "$line" = held ] || fail "a library reader could not open a store mounted read-only"
 eval "exec ${HOLDER[1]}>&-"
 wait "$holder" || fail "the library reader failed"
+forget_pid "$holder"
 unmount_fs "$m" "$DAEMON"
 ok "killed daemon: ENOTCONN, then a remount works; readers share -o ro"
 
@@ -87,6 +91,7 @@ grep -q "in use" "$tmp/err" || fail "-o rw on a store in use: $(cat "$tmp/err")"
 ! mountpoint -q "$m" || fail "-o rw on a store in use left a mount"
 eval "exec ${HOLDER[1]}>&-"
 wait "$holder" || fail "the writer failed"
+forget_pid "$holder"
 ok "a store held by a writer: EIO under -o ro, refused under -o rw"
 
 # -o rw holds the stores alone: a library reader is refused.
