@@ -187,14 +187,38 @@ START_TEST(compact_reclaims_garbage_and_removes_surplus_files)
 }
 END_TEST
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 START_TEST(compact_moves_records_only_downwards_and_skips_those_in_place)
 {
     zr_testing_set_geometry(8192, 64);
     zt_model m = {0};
     zr_store *s = make_store(ZR_CODEC_ZSTD, 0, 300, &m);
-    uint64_t del[] = {250, 10, 11, 12, 100};
-    ZR_OK_CALL(zr_delete(s, del, 5));
-    zt_model_delete(&m, del, 5);
+    /* Compressed appends lay records out in completion order, so pick the
+     * victims by physical address: the record in the middle of the store
+     * and the last two. Every record before the middle one stays put. */
+    uint64_t addr[300], sorted[300];
+    for (uint64_t i = 0; i < 300; i++) {
+        struct zr_loc l;
+        ck_assert_int_eq(zr_loc_get(s, i, &l), 0);
+        addr[i] = sorted[i] = (uint64_t)l.chunk_id << 32 | l.offset;
+    }
+    qsort(sorted, 300, sizeof *sorted, cmp_u64);
+    uint64_t del[3];
+    for (uint64_t i = 0; i < 300; i++) {
+        if (addr[i] == sorted[150])
+            del[0] = i;
+        if (addr[i] == sorted[298])
+            del[1] = i;
+        if (addr[i] == sorted[299])
+            del[2] = i;
+    }
+    ZR_OK_CALL(zr_delete(s, del, 3));
+    zt_model_delete(&m, del, 3);
     uint64_t n = zr_len(s);
     struct zr_loc *before = malloc(n * sizeof *before);
     for (uint64_t i = 0; i < n; i++)
@@ -211,7 +235,7 @@ START_TEST(compact_moves_records_only_downwards_and_skips_those_in_place)
         unmoved += now == was;
     }
     ck_assert_uint_eq(r.records_moved + unmoved, n);
-    ck_assert_uint_gt(unmoved, 0);
+    ck_assert_uint_ge(unmoved, 150);
     ZR_OK_CALL(zr_compact(s, &r));
     ck_assert_uint_eq(r.records_moved, 0);
     assert_matches(s, &m);
