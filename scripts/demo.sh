@@ -39,7 +39,7 @@ say "mount the stores: zrecordfs -o ext=.png $out/stores/icons $mnt"
 ls "$mnt" | awk 'NR <= 5'
 echo "... $(ls "$mnt" | wc -l) names"
 cat "$mnt/.stats"; echo
-file "$mnt/7.png"
+cat "$mnt/7.png" | file -
 first=$(awk -F'\t' '$1 == 7 { print $2 }' "$out/icons.map")
 cmp "$mnt/7.png" "$first" && echo "record 7 is byte for byte $first"
 exec 3<>"$mnt/.gather"
@@ -59,4 +59,5 @@ print("42.npy:", rec.dtype, rec.shape, "equal to row 42 of the source:", bool((r
 PY
 fusermount3 -u "$mnt"
 echo
-echo "stores are in $out/stores"
+echo "stores are in $out/stores; mount them again with"
+echo "  ./fs/zrecordfs -o ext=.png $out/stores/icons $mnt    (unmount: fusermount3 -u $mnt)"
