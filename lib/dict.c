@@ -179,6 +179,9 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
     if (!s)
         return zr_err(ZR_EINVAL, "zr_train_dict_store: NULL handle");
     uint64_t n = zr_len(s);
+    int mrc = zr_ensure_mapped(s);
+    if (mrc != 0)
+        return mrc;
     if (n > SIZE_MAX / sizeof(size_t))
         return zr_err(ZR_ENOMEM, "store too large to sample");
     size_t *sizes = malloc((n ? n : 1) * sizeof *sizes);

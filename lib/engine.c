@@ -48,6 +48,7 @@ static void ftable_init(struct zr_ftable *t, uint64_t cap, const char *suffix)
     for (int i = 0; i < ZR_DIR_SLOTS; i++)
         atomic_init(&t->blocks[i], NULL);
     atomic_init(&t->count, 0);
+    atomic_init(&t->mapped, 0);
     t->cap = cap;
     t->suffix = suffix;
 }
@@ -97,14 +98,8 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
         zr_io.close(fd);
         return rc;
     }
-    void *map = zr_io.mmap(NULL, t->cap, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        rc = zr_err_sys(errno, "mapping %s/%s", s->path, name);
-        zr_io.close(fd);
-        return rc;
-    }
     f->fd = fd;
-    f->map = map;
+    f->map = NULL;
     f->wend = 0;
     atomic_store_explicit(&f->size, ZR_MIN(size, t->cap), memory_order_relaxed);
     if (create)
@@ -133,6 +128,7 @@ static zr_store *store_alloc(const char *path, bool writable)
     atomic_init(&s->length, 0);
     pthread_mutex_init(&s->append_lock, NULL);
     pthread_mutex_init(&s->frontier_lock, NULL);
+    pthread_mutex_init(&s->map_lock, NULL);
     return s;
 }
 
@@ -151,6 +147,7 @@ ZR_API void zr_close(zr_store *s)
         zr_io.close(s->dirfd);
     pthread_mutex_destroy(&s->append_lock);
     pthread_mutex_destroy(&s->frontier_lock);
+    pthread_mutex_destroy(&s->map_lock);
     free(s->path);
     free(s);
 }
@@ -547,12 +544,43 @@ ZR_API int zr_sync(zr_store *s)
     return rc;
 }
 
+static int map_table(zr_store *s, struct zr_ftable *t)
+{
+    uint32_t n = atomic_load_explicit(&t->count, memory_order_acquire);
+    for (uint32_t i = atomic_load(&t->mapped); i < n; i++) {
+        struct zr_file *f = zr_ftable_at(t, i);
+        void *map = zr_io.mmap(NULL, t->cap, PROT_READ, MAP_SHARED, f->fd, 0);
+        if (map == MAP_FAILED)
+            return zr_err_sys(errno, "mapping %s/%u.%s", s->path, i, t->suffix);
+        f->map = map;
+        atomic_store_explicit(&t->mapped, i + 1, memory_order_release);
+    }
+    return 0;
+}
+
+int zr_ensure_mapped(zr_store *s)
+{
+    if (atomic_load_explicit(&s->chunks.mapped, memory_order_acquire) ==
+            atomic_load_explicit(&s->chunks.count, memory_order_acquire) &&
+        atomic_load_explicit(&s->segs.mapped, memory_order_acquire) ==
+            atomic_load_explicit(&s->segs.count, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&s->map_lock);
+    int rc = map_table(s, &s->chunks);
+    if (rc == 0)
+        rc = map_table(s, &s->segs);
+    pthread_mutex_unlock(&s->map_lock);
+    return rc;
+}
+
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count)
 {
     uint32_t n = atomic_load(&t->count);
     if (count >= n)
         return;
     atomic_store_explicit(&t->count, count, memory_order_release);
+    if (atomic_load(&t->mapped) > count)
+        atomic_store_explicit(&t->mapped, count, memory_order_release);
     for (uint32_t i = count; i < n; i++) {
         struct zr_file *f = zr_ftable_at(t, i);
         if (f->map)
@@ -576,13 +604,13 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
 {
     uint32_t g = (uint32_t)(index >> s->seg_shift);
     uint64_t off = (index & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
-    if (g >= atomic_load_explicit(&s->segs.count, memory_order_acquire))
+    if (g >= atomic_load_explicit(&s->segs.mapped, memory_order_acquire))
         return ZR_ECORRUPT;
     const struct zr_file *seg = zr_ftable_at(&s->segs, g);
     if (off + ZR_LOC_SIZE > atomic_load_explicit(&seg->size, memory_order_acquire))
         return ZR_ECORRUPT;
     zr_loc_decode(seg->map + off, loc);
-    if (loc->chunk_id >= atomic_load_explicit(&s->chunks.count, memory_order_acquire))
+    if (loc->chunk_id >= atomic_load_explicit(&s->chunks.mapped, memory_order_acquire))
         return ZR_ECORRUPT;
     const struct zr_file *ch = zr_ftable_at(&s->chunks, loc->chunk_id);
     if ((uint64_t)loc->offset + loc->phys_length >
@@ -597,9 +625,14 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
     return 0;
 }
 
-int zr_check_indices(const zr_store *s, const uint64_t *idx, size_t n, uint64_t *length)
+int zr_check_indices(zr_store *s, const uint64_t *idx, size_t n, uint64_t *length)
 {
     uint64_t len = atomic_load_explicit(&s->length, memory_order_acquire);
+    /* Every file an entry below len names was added before len was
+     * published, so mapping now covers them all. */
+    int rc = zr_ensure_mapped(s);
+    if (rc != 0)
+        return rc;
     for (size_t k = 0; k < n; k++)
         if (idx[k] >= len)
             return zr_err(ZR_ERANGE, "%s: index %llu (position %zu) is out of range for %llu records",

@@ -24,14 +24,16 @@
 
 struct zr_file {
     int fd;
-    const uint8_t *map;     /* read-only mapping of the table's capacity */
+    const uint8_t *map;     /* read-only mapping of the table's capacity, made on
+                               first read (see zr_ensure_mapped) */
     _Atomic uint64_t size;  /* bytes known to exist in the file: safe to read */
     uint64_t wend;          /* writer: end of the bytes reserved in this file */
 };
 
 struct zr_ftable {
     struct zr_file *_Atomic blocks[ZR_DIR_SLOTS];
-    _Atomic uint32_t count; /* files 0..count-1 are open and mapped */
+    _Atomic uint32_t count; /* files 0..count-1 are open */
+    _Atomic uint32_t mapped; /* files 0..mapped-1 are also mapped */
     uint64_t cap;           /* bytes mapped per file */
     const char *suffix;     /* "chunk" or "loc" */
 };
@@ -62,6 +64,7 @@ struct zr_store {
     uint32_t seg_shift;    /* log2 of entries per loc segment */
     struct zr_ftable chunks;
     struct zr_ftable segs;
+    pthread_mutex_t map_lock; /* serialises zr_ensure_mapped */
 
     /* Writer state, guarded by append_lock. */
     pthread_mutex_t append_lock;
@@ -96,6 +99,11 @@ int zr_engine_sync_locked(zr_store *s);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);
+
+/* Map every open chunk and loc segment that is not mapped yet. Reads call
+ * it once per call before touching entries or bytes, so a handle that only
+ * appends (an import) never reserves the mappings' address space. */
+int zr_ensure_mapped(zr_store *s);
 
 /* Check a record-table entry against the store's files; on success fills
  * *loc. Sets no message (callers name the entry). */
@@ -139,7 +147,8 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
                      const uint64_t *offsets);
 
-/* Check every index is below the committed length. */
-int zr_check_indices(const zr_store *s, const uint64_t *idx, size_t n, uint64_t *length);
+/* Check every index is below the committed length (and map the files
+ * the entries below it may name). */
+int zr_check_indices(zr_store *s, const uint64_t *idx, size_t n, uint64_t *length);
 
 #endif

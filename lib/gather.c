@@ -65,7 +65,7 @@ static void gather_error(struct gather_ctx *c, int rc)
 static inline void prefetch_loc(const zr_store *s, uint64_t i)
 {
     uint32_t g = (uint32_t)(i >> s->seg_shift);
-    if (g < atomic_load_explicit(&s->segs.count, memory_order_relaxed)) {
+    if (g < atomic_load_explicit(&s->segs.mapped, memory_order_acquire)) {
         const struct zr_file *f = zr_ftable_at(&s->segs, g);
         __builtin_prefetch(f->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE);
     }

@@ -100,6 +100,9 @@ ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
         return zr_err(ZR_EINVAL, "zr_stats: NULL argument");
     memset(st, 0, sizeof *st);
     uint64_t len = zr_len(s);
+    int mrc = zr_ensure_mapped(s);
+    if (mrc != 0)
+        return mrc;
     for (uint64_t i = 0; i < len; i++) {
         struct zr_loc l;
         if (zr_loc_get(s, i, &l) != 0)
@@ -175,6 +178,8 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
                 t[m++] = t[k];
         rc = zr_engine_sync_locked(s);
     }
+    if (rc == 0)
+        rc = zr_ensure_mapped(s);
     uint64_t cur = len;
     if (rc == 0) {
         /* Simulate the swaps; only target positions ever change. */
@@ -345,6 +350,8 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
     if (rc == 0)
         rc = zr_engine_sync_locked(s);
+    if (rc == 0)
+        rc = zr_ensure_mapped(s);
     if (rc == 0 && (!(v = malloc((len ? len : 1) * sizeof *v)) ||
                     !(b.e = malloc(BATCH_ENTRIES * sizeof *b.e)) ||
                     !(b.data = malloc(BATCH_BYTES))))

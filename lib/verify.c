@@ -57,7 +57,7 @@ static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
     snprintf(file, sizeof file, "%llu.loc", (unsigned long long)(i >> s->seg_shift));
     const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
     zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
-    uint32_t nchunks = atomic_load(&s->chunks.count);
+    uint32_t nchunks = atomic_load(&s->chunks.mapped);
     if (l->chunk_id > s->hdr.tail_chunk || l->chunk_id >= nchunks) {
         problem(c, file, i, "names chunk %u, past the last chunk %u", l->chunk_id, s->hdr.tail_chunk);
         return 0;
@@ -201,6 +201,9 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
         return zr_err(ZR_EINVAL, "zr_verify: NULL argument");
     *out = NULL;
     struct scan c = {.s = s, .len = zr_len(s)};
+    int mrc = zr_ensure_mapped(s);
+    if (mrc != 0)
+        return mrc;
     c.r = calloc(1, sizeof *c.r);
     if (c.r)
         c.r->problems = calloc(MAX_LISTED, sizeof *c.r->problems);

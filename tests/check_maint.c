@@ -202,6 +202,7 @@ START_TEST(compact_moves_records_only_downwards_and_skips_those_in_place)
      * victims by physical address: the record in the middle of the store
      * and the last two. Every record before the middle one stays put. */
     uint64_t addr[300], sorted[300];
+    ck_assert_int_eq(zr_ensure_mapped(s), 0);
     for (uint64_t i = 0; i < 300; i++) {
         struct zr_loc l;
         ck_assert_int_eq(zr_loc_get(s, i, &l), 0);
