@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+# Turns the measurements of bench/fsbench.sh (one line per run: workload,
+# case, metric, rate, MiB/s) into doc/fs-benchmarks.md: medians over the
+# repetitions, one table per workload, and the ratios the targets name.
+import statistics
+import sys
+from collections import defaultdict
+
+results, out, machine, cmdline = sys.argv[1:5]
+n_vision, n_token, n_ls, gather_iters = (int(v) for v in sys.argv[5:9])
+
+runs = defaultdict(list)
+with open(results) as f:
+    for line in f:
+        w, c, m, rate, mib = line.split("\t")
+        runs[(w, c, m)].append((float(rate), float(mib)))
+
+
+def med(w, c, m, k=0):
+    return statistics.median(r[k] for r in runs[(w, c, m)])
+
+
+CASES = [
+    ("plain", "plain files (local disk)"),
+    ("sqfs-none", "squashfuse_ll, uncompressed image"),
+    ("sqfs-zstd", "squashfuse_ll, zstd image"),
+    ("zrfs-raw", "zrecordfs raw"),
+    ("zrfs-zstd", "zrecordfs zstd"),
+    ("zrfs-raw-s", "zrecordfs raw, -s"),
+    ("zrfs-zstd-s", "zrecordfs zstd, -s"),
+    ("zrfs-raw-noopen", "zrecordfs raw, -o noopen"),
+    ("zrfs-zstd-noopen", "zrecordfs zstd, -o noopen"),
+    ("ceiling", "fuse_ceiling"),
+    ("ceiling-noopen", "fuse_ceiling, noopen"),
+]
+METRICS = ["first", "warm", "first-2", "warm-2"]
+WORK = {
+    "vision": f"vision: {n_vision} records of uint8 3x224x224 (147 KiB)",
+    "token": f"token: {n_token} records of int32[512] (2 KiB)",
+}
+
+lines = []
+put = lines.append
+put("# zrecordfs benchmark")
+put("")
+put("The same records read through plain files on the local disk, squashfuse_ll")
+put("(squashfs images built by mksquashfs, zstd and uncompressed), zrecordfs (raw")
+put("and zstd stores; default mode, `-s` and `-o noopen`) and `fuse_ceiling`, a")
+put("do-nothing FUSE server that serves files of the same sizes from memory with")
+put("the same options (the cost of FUSE itself).")
+put("")
+put(f"- Machine: {machine}")
+put(f"- Command: `make bench && {cmdline}`")
+reps = len(runs[("vision", "plain", "first")])
+put(f"- Medians of {reps} runs; the machine is shared, so single runs vary.")
+put("- *first*: a fresh mount (daemon caches empty), after the kernel page cache")
+put("  of the backing files (plain files, store, image) was dropped with")
+put("  `posix_fadvise(POSIX_FADV_DONTNEED)`; every file opened, read whole with")
+put("  1 MiB reads, closed. *warm*: the same again. *-2*: two readers, each taking")
+put("  every other record, on a fresh mount.")
+put("- Every record was read through every mount and its checksum compared with")
+put("  the source before timing; fuse_ceiling's sizes were checked.")
+put("")
+for w, title in WORK.items():
+    put(f"## {title}")
+    put("")
+    put("Files/s, MiB/s in parentheses.")
+    put("")
+    put("| | first | warm | first, 2 readers | warm, 2 readers |")
+    put("|---|---:|---:|---:|---:|")
+    for c, label in CASES:
+        cells = [f"{med(w, c, m):,.0f} ({med(w, c, m, 1):,.0f})" for m in METRICS]
+        put(f"| {label} | " + " | ".join(cells) + " |")
+    put("")
+
+put(f"## ls -l of {n_ls:,} records")
+put("")
+put("Seconds for `ls -l` to /dev/null. The plain folder is listed warm (its")
+put("inodes cached); the FUSE mounts right after mounting (first) and again.")
+put("")
+put("| | first | warm |")
+put("|---|---:|---:|")
+put(f"| plain files | | {med('ls', 'plain', 'ls-warm'):.3f} |")
+put(f"| zrecordfs | {med('ls', 'zrfs-raw', 'ls-first'):.3f} | {med('ls', 'zrfs-raw', 'ls-warm'):.3f} |")
+put(f"| fuse_ceiling | {med('ls', 'ceiling', 'ls-first'):.3f} | {med('ls', 'ceiling', 'ls-warm'):.3f} |")
+put("")
+put("## .gather of 256-record batches vs zr_gather_dense")
+put("")
+put("Records/s (MiB/s). One descriptor, one index-list write and reads to end of")
+put(f"file per batch; {gather_iters} timed batches (vision), {gather_iters * 10} (token),")
+put("after 4 untimed batches whose bytes were compared with the library's.")
+put("")
+put("| | zrecordfs .gather | library | ratio |")
+put("|---|---:|---:|---:|")
+for w in WORK:
+    for s in ("raw", "zstd"):
+        a, b = med(w, f"zrfs-{s}", "gather"), med(w, f"lib-{s}", "gather")
+        put(f"| {w} {s} | {a:,.0f} ({med(w, f'zrfs-{s}', 'gather', 1):,.0f}) | "
+            f"{b:,.0f} ({med(w, f'lib-{s}', 'gather', 1):,.0f}) | {a / b:.2f} |")
+put("")
+
+put("## Ratios against the targets")
+put("")
+put("| ratio | vision | token | target |")
+put("|---|---:|---:|---|")
+
+
+def ratio(label, num, den, metric, target, dmetric=None):
+    cells = []
+    for w in WORK:
+        cells.append(f"{med(w, num, metric) / med(w, den, dmetric or metric):.2f}")
+    put(f"| {label} | " + " | ".join(cells) + f" | {target} |")
+
+
+for s, sq in (("raw", "sqfs-none"), ("zstd", "sqfs-zstd")):
+    for m in ("first", "warm"):
+        ratio(f"zrecordfs {s} / fuse_ceiling, {m}", f"zrfs-{s}", "ceiling", m, "≥ 0.8")
+    for m in ("first", "warm"):
+        ratio(f"zrecordfs {s} / squashfuse_ll {sq[5:]}, {m}", f"zrfs-{s}", sq, m, "≥ 1.0")
+for s, sq in (("raw", "sqfs-none"), ("zstd", "sqfs-zstd")):
+    ratio(f"zrecordfs {s} noopen / plain files, warm", f"zrfs-{s}-noopen", "plain", "warm",
+          "≥ 0.5")
+    ratio(f"zrecordfs {s} noopen / squashfuse_ll {sq[5:]}, first", f"zrfs-{s}-noopen", sq,
+          "first", "≥ 1.5")
+for s in ("raw", "zstd"):
+    for m in METRICS:
+        ratio(f"zrecordfs {s}: -s / multi-threaded, {m}", f"zrfs-{s}-s", f"zrfs-{s}", m,
+              "> 1: -s wins")
+gcells = [f"{med(w, 'zrfs-' + s, 'gather') / med(w, 'lib-' + s, 'gather'):.2f}"
+          for w in WORK for s in ("raw",)]
+put(f"| .gather / library gather (raw) | {gcells[0]} | {gcells[1]} | ≥ 0.6 (vision) |")
+gcells = [f"{med(w, 'zrfs-zstd', 'gather') / med(w, 'lib-zstd', 'gather'):.2f}" for w in WORK]
+put(f"| .gather / library gather (zstd) | {gcells[0]} | {gcells[1]} | ≥ 0.6 (vision) |")
+plain_ls = med("ls", "plain", "ls-warm")
+put("")
+put(f"ls -l time, zrecordfs / plain files: first {med('ls', 'zrfs-raw', 'ls-first') / plain_ls:.2f}, "
+    f"warm {med('ls', 'zrfs-raw', 'ls-warm') / plain_ls:.2f} (target ≤ 2).")
+put("")
+put("The raw measurements (one line per run) are in doc/fs-benchmarks.tsv.")
+
+with open(out, "w") as f:
+    f.write("\n".join(lines) + "\n")

@@ -1,0 +1,240 @@
+#!/bin/bash
+# The file system benchmark: the same records read four ways in one run --
+# plain files on the local disk, squashfs images (zstd and uncompressed)
+# mounted with squashfuse_ll, zrecordfs (raw and zstd stores, default mode,
+# -o noopen, and the single-threaded loop -s), and bench/fuse_ceiling, a
+# do-nothing FUSE server with the same options -- then ls -l of a large
+# store against a folder of as many files, and .gather against the
+# library's gather. Writes the table and ratios to OUT (default
+# doc/fs-benchmarks.md).
+#
+# usage: bench/fsbench.sh [--quick] [--reps R] [--out FILE]
+# Needs: make bench, squashfuse (squashfuse_ll), squashfs-tools, fuse3,
+# python3-numpy. Run from the build tree (the source tree for in-tree
+# builds).
+set -euo pipefail
+
+quick=0
+reps=3
+here=$(cd "$(dirname "$0")/.." && pwd)
+out="$here/doc/fs-benchmarks.md"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) quick=1 ;;
+    --reps) reps="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    *) echo "usage: bench/fsbench.sh [--quick] [--reps R] [--out FILE]" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$quick" = 1 ]; then
+    n_vision=300 n_token=3000 n_ls=20000 gather_iters=5
+else
+    n_vision=2000 n_token=20000 n_ls=200000 gather_iters=20
+fi
+
+fsbench="$here/bench/fsbench"
+ceiling="$here/bench/fuse_ceiling"
+zrfs="$here/fs/zrecordfs"
+zr="$here/src/zr"
+py=/usr/bin/python3
+for tool in "$fsbench" "$ceiling" "$zrfs" "$zr"; do
+    [ -x "$tool" ] || { echo "fsbench: $tool missing: run make bench" >&2; exit 1; }
+done
+for tool in squashfuse_ll mksquashfs fusermount3; do
+    command -v "$tool" >/dev/null || { echo "fsbench: $tool not installed" >&2; exit 1; }
+done
+
+work=$(mktemp -d /var/tmp/fsbench.XXXXXX)
+mnt="$work/mnt"
+mkdir "$mnt"
+mounted=0
+
+unmount() {
+    if [ "$mounted" = 1 ]; then
+        fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+        mounted=0
+        # The daemon leaves once the mount is gone; wait for it so that no
+        # two servers overlap in one measurement.
+        for _ in $(seq 50); do
+            pgrep -f -- " $mnt\$" >/dev/null || break
+            sleep 0.1
+        done
+    fi
+}
+cleanup() {
+    unmount
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+results="$work/results.tsv"
+: >"$results"
+
+# --- data ---------------------------------------------------------------
+# Vision: uint8 3x224x224 smooth images (147 KiB); token: int32[512]
+# (2 KiB); ls: int32[16] records, whose size does not matter to a listing.
+# Plain files are written from the same arrays and read back against them.
+echo "fsbench: building data in $work" >&2
+"$py" - "$work" "$n_vision" "$n_token" "$n_ls" <<'EOF'
+import os, sys
+import numpy as np
+work, nv, nt, nl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(7)
+y, x = np.mgrid[0:224, 0:224].astype(np.float32)
+def vision(i):
+    a, b, c = rng.uniform(0.01, 0.08, 3)
+    img = [127 + 120 * np.sin(a * x + b * y + c * i + k) for k in range(3)]
+    return np.clip(np.stack(img), 0, 255).astype(np.uint8)
+sets = {
+    "vision": np.stack([vision(i) for i in range(nv)]),
+    "token": rng.integers(0, 50000, size=(nt, 512), dtype=np.int32),
+    "ls": np.arange(nl * 16, dtype=np.int32).reshape(nl, 16),
+}
+for name, arr in sets.items():
+    np.save(os.path.join(work, name + ".npy"), arr)
+    d = os.path.join(work, name + ".files")
+    os.mkdir(d)
+    for i in range(len(arr)):
+        with open(os.path.join(d, str(i)), "wb") as f:
+            f.write(arr[i].tobytes())
+    if name != "ls":
+        for i in range(len(arr)):
+            with open(os.path.join(d, str(i)), "rb") as f:
+                assert f.read() == arr[i].tobytes(), (name, i)
+EOF
+for w in vision token; do
+    "$zr" import "$work/$w.raw" "$work/$w.npy" --codec raw -q
+    "$zr" import "$work/$w.zstd" "$work/$w.npy" --codec zstd -q
+    mksquashfs "$work/$w.files" "$work/$w.sq-zstd" -comp zstd -noappend -quiet -no-progress >/dev/null
+    mksquashfs "$work/$w.files" "$work/$w.sq-none" -noI -noD -noF -noX -noappend -quiet \
+        -no-progress >/dev/null
+done
+"$zr" import "$work/ls.raw" "$work/ls.npy" --codec raw -q
+
+# --- mounting -------------------------------------------------------------
+# mount_case W CASE: make the files of workload W visible as CASE at $dir,
+# with its backing files' pages dropped and every daemon freshly started.
+mount_case() {
+    local w=$1 c=$2 n
+    n=$(eval echo "\$n_$w")
+    unmount
+    dir=$mnt
+    case "$c" in
+    plain) dir="$work/$w.files"; "$fsbench" drop "$dir"; return ;;
+    sqfs-zstd) "$fsbench" drop "$work/$w.sq-zstd"; squashfuse_ll "$work/$w.sq-zstd" "$mnt" ;;
+    sqfs-none) "$fsbench" drop "$work/$w.sq-none"; squashfuse_ll "$work/$w.sq-none" "$mnt" ;;
+    zrfs-raw | zrfs-zstd) "$fsbench" drop "$work/$w.${c#zrfs-}"; "$zrfs" "$work/$w.${c#zrfs-}" "$mnt" ;;
+    zrfs-raw-s | zrfs-zstd-s)
+        local s=${c#zrfs-}; s=${s%-s}
+        "$fsbench" drop "$work/$w.$s"; "$zrfs" -s "$work/$w.$s" "$mnt" ;;
+    zrfs-raw-noopen | zrfs-zstd-noopen)
+        local s=${c#zrfs-}; s=${s%-noopen}
+        "$fsbench" drop "$work/$w.$s"; "$zrfs" -o noopen "$work/$w.$s" "$mnt" ;;
+    ceiling) "$ceiling" -o "count=$n,size=$(stat -c %s "$work/$w.files/0")" "$mnt" ;;
+    ceiling-noopen) "$ceiling" -o "count=$n,size=$(stat -c %s "$work/$w.files/0"),noopen" "$mnt" ;;
+    esac
+    mounted=1
+}
+
+cases="plain sqfs-none sqfs-zstd zrfs-raw zrfs-zstd zrfs-raw-noopen zrfs-zstd-noopen
+       zrfs-raw-s zrfs-zstd-s ceiling ceiling-noopen"
+
+# --- validation: every record's bytes through every mount ------------------
+for w in vision token; do
+    n=$(eval echo "\$n_$w")
+    "$fsbench" sums "$work/$w.files" "$n" >"$work/$w.sums"
+    for c in $cases; do
+        mount_case "$w" "$c"
+        "$fsbench" sums "$dir" "$n" >"$work/$w.$c.sums"
+        if [ "${c#ceiling}" != "$c" ]; then
+            # fuse_ceiling serves other bytes; only the sizes must agree.
+            cmp -s <(cut -d' ' -f1,2 "$work/$w.sums") <(cut -d' ' -f1,2 "$work/$w.$c.sums")
+        else
+            cmp -s "$work/$w.sums" "$work/$w.$c.sums"
+        fi || { echo "fsbench: $w through $c differs from the source" >&2; exit 1; }
+    done
+    unmount
+done
+echo "fsbench: every record validated through every mount" >&2
+
+# --- reads ------------------------------------------------------------------
+# One line per measurement: workload case metric files/s MiB/s.
+measure() {
+    local w=$1 c=$2 metric=$3
+    shift 3
+    "$fsbench" read "$@" | awk -v w="$w" -v c="$c" -v m="$metric" \
+        '{ print w "\t" c "\t" m "\t" $8 "\t" $10 }' >>"$results"
+}
+for r in $(seq "$reps"); do
+    for w in vision token; do
+        n=$(eval echo "\$n_$w")
+        for c in $cases; do
+            echo "fsbench: rep $r $w $c" >&2
+            mount_case "$w" "$c"
+            measure "$w" "$c" first "$dir" "$n"
+            measure "$w" "$c" warm "$dir" "$n"
+            mount_case "$w" "$c"
+            measure "$w" "$c" first-2 -j 2 "$dir" "$n"
+            measure "$w" "$c" warm-2 -j 2 "$dir" "$n"
+        done
+        unmount
+    done
+done
+
+# --- ls -l ------------------------------------------------------------------
+# The plain folder is listed warm (its inodes cached, as after any earlier
+# use); zrecordfs is listed right after mounting (first) and again (warm).
+timed_ls() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    ls -l "$1" >/dev/null
+    t1=$(date +%s.%N)
+    echo "$t0 $t1" | awk '{ printf "%.4f", $2 - $1 }'
+}
+ls -l "$work/ls.files" >/dev/null
+for r in $(seq "$reps"); do
+    printf 'ls\tplain\tls-warm\t%s\t0\n' "$(timed_ls "$work/ls.files")" >>"$results"
+    unmount
+    "$zrfs" "$work/ls.raw" "$mnt"; mounted=1
+    printf 'ls\tzrfs-raw\tls-first\t%s\t0\n' "$(timed_ls "$mnt")" >>"$results"
+    printf 'ls\tzrfs-raw\tls-warm\t%s\t0\n' "$(timed_ls "$mnt")" >>"$results"
+    unmount
+    "$ceiling" -o "count=$n_ls,size=64" "$mnt"; mounted=1
+    printf 'ls\tceiling\tls-first\t%s\t0\n' "$(timed_ls "$mnt")" >>"$results"
+    printf 'ls\tceiling\tls-warm\t%s\t0\n' "$(timed_ls "$mnt")" >>"$results"
+    unmount
+done
+[ "$(ls "$mnt" | wc -l)" = 0 ]
+
+# --- .gather vs the library's gather ------------------------------------------
+for w in vision token; do
+    n=$(eval echo "\$n_$w")
+    iters=$gather_iters
+    [ "$w" = token ] && iters=$((gather_iters * 10))
+    for s in raw zstd; do
+        for r in $(seq "$reps"); do
+            unmount
+            "$zrfs" "$work/$w.$s" "$mnt"; mounted=1
+            a=$("$fsbench" gather "$mnt/.gather" "$n" 256 "$iters" "$r")
+            unmount
+            b=$("$fsbench" libgather "$work/$w.$s" "$n" 256 "$iters" "$r")
+            [ "${a##* }" = "${b##* }" ] ||
+                { echo "fsbench: .gather and zr_gather_dense differ ($w $s)" >&2; exit 1; }
+            echo "$a" | awk -v w="$w" -v c="zrfs-$s" '{ print w "\t" c "\tgather\t" $8 "\t" $10 }' >>"$results"
+            echo "$b" | awk -v w="$w" -v c="lib-$s" '{ print w "\t" c "\tgather\t" $8 "\t" $10 }' >>"$results"
+        done
+    done
+done
+
+# --- report -------------------------------------------------------------------
+machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"
+machine="$machine $(free -g | awk '/^Mem:/ { print $2 }') GiB RAM, $(uname -r),"
+machine="$machine load $(cut -d' ' -f1-3 /proc/loadavg)"
+cmdline="bench/fsbench.sh$([ "$quick" = 1 ] && echo ' --quick') --reps $reps"
+"$py" "$here/bench/fsbench-report.py" "$results" "$out" "$machine" "$cmdline" \
+    "$n_vision" "$n_token" "$n_ls" "$gather_iters"
+cp "$results" "${out%.md}.tsv"
+echo "fsbench: wrote $out" >&2

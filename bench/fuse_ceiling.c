@@ -1,0 +1,234 @@
+/*
+ * fuse_ceiling.c: a do-nothing low-level FUSE server for the file system
+ * benchmark. It shows one folder of files named 0 .. count-1, each `size`
+ * bytes long, whose bytes all come from one buffer in memory, and answers
+ * every request with the same choices zrecordfs makes on a read-only
+ * mount (long entry and attribute timeouts, keep_cache on open, and under
+ * -o noopen an ENOSYS answer to OPEN). Whatever it reaches is therefore
+ * the cost of FUSE itself on this machine, the ceiling any driver that
+ * does real work can approach but not pass.
+ *
+ * usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen] MOUNTPOINT
+ */
+#define FUSE_USE_VERSION 312
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ceiling {
+    unsigned long count;
+    unsigned long size;
+    int noopen;
+    char *data;
+};
+
+static const struct fuse_opt ceiling_opts[] = {
+    {"count=%lu", offsetof(struct ceiling, count), 0},
+    {"size=%lu", offsetof(struct ceiling, size), 0},
+    {"noopen", offsetof(struct ceiling, noopen), 1},
+    FUSE_OPT_END,
+};
+
+/* Inode 1 is the folder; file i has inode i + 2. */
+static const double ceiling_timeout = 86400.0;
+
+static struct ceiling *ceiling_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static void fill_attr(const struct ceiling *c, fuse_ino_t ino, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    if (ino == FUSE_ROOT_ID) {
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        return;
+    }
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = (off_t)c->size;
+    st->st_blocks = (blkcnt_t)((c->size + 511) / 512);
+}
+
+/* A name is a file only in canonical decimal form below count, as in
+ * zrecordfs, so lookups cost the same parse. */
+static int parse_name(const struct ceiling *c, const char *name, unsigned long *out)
+{
+    unsigned long v = 0;
+    if (!*name || (name[0] == '0' && name[1]))
+        return -1;
+    for (const char *p = name; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (c->count / 10) + 1)
+            return -1;
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    if (v >= c->count)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct ceiling *c = ceiling_of(req);
+    struct fuse_entry_param e;
+    unsigned long i;
+    memset(&e, 0, sizeof e);
+    e.attr_timeout = ceiling_timeout;
+    e.entry_timeout = ceiling_timeout;
+    if (parent != FUSE_ROOT_ID || parse_name(c, name, &i) != 0) {
+        fuse_reply_entry(req, &e); /* a remembered negative entry */
+        return;
+    }
+    e.ino = i + 2;
+    fill_attr(c, e.ino, &e.attr);
+    fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    fill_attr(ceiling_of(req), ino, &st);
+    fuse_reply_attr(req, &st, ceiling_timeout);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct ceiling *c = ceiling_of(req);
+    if (c->noopen) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    if (ino == FUSE_ROOT_ID) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    struct ceiling *c = ceiling_of(req);
+    if ((unsigned long)off >= c->size) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (size > c->size - (unsigned long)off)
+        size = c->size - (unsigned long)off;
+    fuse_reply_buf(req, c->data + off, size);
+}
+
+/* Entries are produced on the fly from the offset: "." and ".." at 0 and
+ * 1, file i at i + 2. */
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct ceiling *c = ceiling_of(req);
+    if (ino != FUSE_ROOT_ID) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    char *buf = malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0;
+    for (unsigned long k = (unsigned long)off; k < c->count + 2; k++) {
+        char name[24];
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        if (k < 2) {
+            snprintf(name, sizeof name, "%s", k == 0 ? "." : "..");
+            st.st_ino = FUSE_ROOT_ID;
+            st.st_mode = S_IFDIR;
+        } else {
+            snprintf(name, sizeof name, "%lu", k - 2);
+            st.st_ino = k;
+            st.st_mode = S_IFREG;
+        }
+        size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+                                        (off_t)(k + 1));
+        if (need > size - used)
+            break;
+        used += need;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static const struct fuse_lowlevel_ops ceiling_ops = {
+    .lookup = op_lookup,
+    .getattr = op_getattr,
+    .open = op_open,
+    .read = op_read,
+    .readdir = op_readdir,
+};
+
+int main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts opts;
+    struct ceiling c = {0};
+    struct fuse_session *se = NULL;
+    int rc = 1;
+
+    memset(&opts, 0, sizeof opts);
+    if (fuse_opt_parse(&args, &c, ceiling_opts, NULL) != 0 ||
+        fuse_parse_cmdline(&args, &opts) != 0)
+        goto out;
+    if (!opts.mountpoint || c.count == 0 || c.size == 0) {
+        fprintf(stderr, "usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen] "
+                        "MOUNTPOINT\n");
+        goto out;
+    }
+    if (!(c.data = malloc(c.size)))
+        goto out;
+    for (unsigned long k = 0; k < c.size; k++)
+        c.data[k] = (char)(k * 131u + 7u);
+    se = fuse_session_new(&args, &ceiling_ops, sizeof ceiling_ops, &c);
+    if (!se)
+        goto out;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out;
+    if (fuse_session_mount(se, opts.mountpoint) != 0)
+        goto out_signals;
+    /* Mounted before going to the background, so the caller can use the
+     * mount as soon as this command returns. */
+    fuse_daemonize(opts.foreground);
+    if (opts.singlethread) {
+        rc = fuse_session_loop(se) != 0;
+    } else {
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        if (!cfg) {
+            fuse_session_unmount(se);
+            goto out_signals;
+        }
+        fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+        rc = fuse_session_loop_mt(se, cfg) != 0;
+        fuse_loop_cfg_destroy(cfg);
+    }
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out:
+    if (se)
+        fuse_session_destroy(se);
+    free(c.data);
+    free(opts.mountpoint);
+    fuse_opt_free_args(&args);
+    return rc;
+}
