@@ -168,6 +168,8 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
         if (rc == 0) {
             memcpy(out, rec, lens[j]);
             out += lens[j];
+            if ((j + 1) % 256 == 0 || j + 1 == m)
+                zr_report(s, j + 1, m);
         }
     }
     free(rec);

@@ -678,3 +678,11 @@ ZR_API int64_t zr_dtype_itemsize(const char *dtype)
 }
 
 ZR_API int zr_threads(void) { return zr_pool_threads(); }
+
+ZR_API void zr_set_progress(zr_store *s, zr_progress_fn fn, void *user)
+{
+    if (!s)
+        return;
+    s->progress = fn;
+    s->progress_user = user;
+}

@@ -65,6 +65,8 @@ struct zr_store {
     struct zr_ftable chunks;
     struct zr_ftable segs;
     pthread_mutex_t map_lock; /* serialises zr_ensure_mapped */
+    zr_progress_fn progress;  /* zr_set_progress */
+    void *progress_user;
 
     /* Writer state, guarded by append_lock. */
     pthread_mutex_t append_lock;
@@ -99,6 +101,13 @@ int zr_engine_sync_locked(zr_store *s);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);
+
+/* Report progress if the caller asked for it. */
+static inline void zr_report(zr_store *s, uint64_t done, uint64_t total)
+{
+    if (s->progress)
+        s->progress(s->progress_user, done, total);
+}
 
 /* Map every open chunk and loc segment that is not mapped yet. Reads call
  * it once per call before touching entries or bytes, so a handle that only

@@ -384,9 +384,11 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         wo += v[k].phys;
         if (dc == v[k].chunk && doff == v[k].offset)
             continue;
-        if (b.n == BATCH_ENTRIES || (b.n > 0 && b.used + v[k].phys > b.cap))
+        if (b.n == BATCH_ENTRIES || (b.n > 0 && b.used + v[k].phys > b.cap)) {
             if ((rc = flush_batch(s, &b)) != 0)
                 break;
+            zr_report(s, k, len);
+        }
         if (v[k].phys > b.cap) {
             uint8_t *bigger = realloc(b.data, v[k].phys);
             if (!bigger) {
@@ -422,8 +424,10 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         if (rc != 0)
             s->failed = true;
     }
-    if (rc == 0)
+    if (rc == 0) {
         r.bytes_after = chunk_bytes(s);
+        zr_report(s, len, len);
+    }
     if (res)
         *res = r;
     free(v);

@@ -19,6 +19,7 @@
 
 #define MAX_LISTED 1000
 #define BLOCK 4096
+#define ROUND 64
 
 struct scan {
     zr_store *s;
@@ -26,7 +27,7 @@ struct scan {
     zr_verify_report *r;
     pthread_mutex_t lock;
     uint8_t *ok; /* per record: 1 when its entry is in bounds */
-    size_t nblocks;
+    size_t first; /* the round's first block */
 };
 
 static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
@@ -94,7 +95,7 @@ static void decode_block(void *arg, size_t k)
 {
     struct scan *c = arg;
     zr_store *s = c->s;
-    uint64_t a = (uint64_t)k * BLOCK, b = ZR_MIN(c->len, a + BLOCK);
+    uint64_t a = (uint64_t)(c->first + k) * BLOCK, b = ZR_MIN(c->len, a + BLOCK);
     ZSTD_DCtx *dctx = s->codec != ZR_CODEC_RAW ? zr_dctx_get() : NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
@@ -218,8 +219,16 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     if (atomic_load(&tail->size) < s->hdr.tail_offset)
         problem(&c, "meta.zr", UINT64_MAX, "frontier %u lies past the end of %u.chunk",
                 s->hdr.tail_offset, s->hdr.tail_chunk);
-    c.nblocks = (size_t)((c.len + BLOCK - 1) / BLOCK);
-    zr_pool_run(c.nblocks, decode_block, &c);
+    /* Decode in rounds of ROUND blocks so progress is reported from the
+     * calling thread between them. */
+    size_t nblocks = (size_t)((c.len + BLOCK - 1) / BLOCK);
+    for (size_t b0 = 0; b0 < nblocks; b0 += ROUND) {
+        c.first = b0;
+        zr_pool_run(ZR_MIN(ROUND, nblocks - b0), decode_block, &c);
+        zr_report(s, ZR_MIN(c.len, (uint64_t)(b0 + ROUND) * BLOCK), c.len);
+    }
+    if (c.len == 0)
+        zr_report(s, 0, 0);
     check_overlaps(&c);
     c.r->records_checked = c.len;
     pthread_mutex_destroy(&c.lock);

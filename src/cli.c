@@ -487,12 +487,21 @@ void progress_update(struct progress *p, uint64_t done, uint64_t bytes)
     fprintf(stderr, "\rzr %s: %llu", cli_current->name, (unsigned long long)done);
     if (p->total)
         fprintf(stderr, "/%llu", (unsigned long long)p->total);
-    fprintf(stderr, " %s, %.1f MiB/s", p->unit, rate);
+    fprintf(stderr, " %s", p->unit);
+    if (bytes > 0)
+        fprintf(stderr, ", %.1f MiB/s", rate);
     if (p->total && done > 0 && done < p->total) {
         double eta = secs * (double)(p->total - done) / (double)done;
         fprintf(stderr, ", ETA %d:%02d", (int)(eta / 60), (int)eta % 60);
     }
     fprintf(stderr, "\033[K");
+}
+
+void progress_callback(void *user, uint64_t done, uint64_t total)
+{
+    struct progress *p = user;
+    p->total = total;
+    progress_update(p, done, 0);
 }
 
 void progress_end(struct progress *p)

@@ -124,6 +124,8 @@ struct progress {
 void progress_start(struct progress *p, bool quiet, const char *unit, uint64_t total);
 void progress_update(struct progress *p, uint64_t done, uint64_t bytes);
 void progress_end(struct progress *p);
+/* A zr_progress_fn that feeds a struct progress (records only, no bytes). */
+void progress_callback(void *user, uint64_t done, uint64_t total);
 
 /* Human-readable shape "(3, 224, 224)" into buf. */
 void cli_format_shape(char *buf, size_t cap, const uint64_t *shape, uint32_t ndim);

@@ -73,9 +73,15 @@ static int run_compact(int argc, char **argv)
     const char *store = argv[optind];
     zr_store *s = NULL;
     zr_compact_result res;
+    struct progress prog;
     int rc = cli_open(&s, store, ZR_RDWR);
-    if (rc == EXIT_OK && zr_compact(s, &res) != 0)
-        rc = cli_fail_lib(NULL);
+    if (rc == EXIT_OK) {
+        progress_start(&prog, quiet, "records", zr_len(s));
+        zr_set_progress(s, progress_callback, &prog);
+        if (zr_compact(s, &res) != 0)
+            rc = cli_fail_lib(NULL);
+        progress_end(&prog);
+    }
     if (rc == EXIT_OK && !quiet)
         printf("%s: %llu records moved, chunk bytes %llu -> %llu\n", store,
                (unsigned long long)res.records_moved, (unsigned long long)res.bytes_before,
@@ -109,8 +115,15 @@ static int run_verify(int argc, char **argv)
     const char *store = argv[optind];
     zr_store *s = NULL;
     zr_verify_report *rep = NULL;
+    struct progress prog;
     int rc = cli_open(&s, store, ZR_RDONLY);
-    int zrc = rc == EXIT_OK ? zr_verify(s, &rep) : 0;
+    int zrc = 0;
+    if (rc == EXIT_OK) {
+        progress_start(&prog, quiet, "records", zr_len(s));
+        zr_set_progress(s, progress_callback, &prog);
+        zrc = zr_verify(s, &rep);
+        progress_end(&prog);
+    }
     if (rc == EXIT_OK && zrc != 0 && zrc != ZR_ECORRUPT)
         rc = cli_fail_lib(NULL);
     if (rc == EXIT_OK) {

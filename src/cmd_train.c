@@ -17,6 +17,7 @@ static int run_train(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     int tier = ZR_TIER_BALANCED;
     const char *out_path = NULL;
+    bool quiet = false;
     int c;
     while ((c = cli_getopt(argc, argv, "t:o:qh", opts)) != -1) {
         switch (c) {
@@ -28,6 +29,7 @@ static int run_train(int argc, char **argv)
             out_path = optarg;
             break;
         case 'q':
+            quiet = true;
             break;
         case CLI_HELP:
             return EXIT_OK;
@@ -46,9 +48,15 @@ static int run_train(int argc, char **argv)
     struct stat st;
     if (stat(source, &st) == 0 && S_ISDIR(st.st_mode)) {
         zr_store *s = NULL;
+        struct progress prog;
         rc = cli_open(&s, source, ZR_RDONLY);
-        if (rc == EXIT_OK && zr_train_dict_store(s, tier, &dict, &dict_len) != 0)
-            rc = cli_fail_lib(source);
+        if (rc == EXIT_OK) {
+            progress_start(&prog, quiet, "sample records", 0);
+            zr_set_progress(s, progress_callback, &prog);
+            if (zr_train_dict_store(s, tier, &dict, &dict_len) != 0)
+                rc = cli_fail_lib(source);
+            progress_end(&prog);
+        }
         zr_close(s);
     } else {
         struct npy_src src;
@@ -83,6 +91,6 @@ const struct cli_cmd cmd_train_dict = {
     "Options:\n"
     "  -t, --tier T      fast, balanced or max\n"
     "  -o, --output FILE where to write the dictionary ('-' for stdout)\n"
-    "  -q, --quiet       accepted for symmetry; training prints nothing\n"
+    "  -q, --quiet       no progress on stderr (shown for a store SOURCE on a terminal)\n"
     "  -h, --help        show this help\n",
 };

@@ -416,6 +416,51 @@ START_TEST(a_read_only_open_finishes_an_interrupted_delete)
 }
 END_TEST
 
+struct calls {
+    uint64_t n, last_done, last_total;
+    int backwards;
+};
+
+static void count_progress(void *user, uint64_t done, uint64_t total)
+{
+    struct calls *c = user;
+    if (c->n > 0 && done < c->last_done)
+        c->backwards = 1;
+    c->n++;
+    c->last_done = done;
+    c->last_total = total;
+}
+
+START_TEST(long_calls_report_progress_ending_at_the_total)
+{
+    zt_model m = {0};
+    zr_store *s = make_store(ZR_CODEC_ZSTD, 0, 9000, &m);
+    uint64_t del[] = {3, 4000};
+    ZR_OK_CALL(zr_delete(s, del, 2));
+    struct calls c = {0};
+    zr_set_progress(s, count_progress, &c);
+    ZR_OK_CALL(zr_compact(s, NULL));
+    ck_assert_uint_ge(c.n, 1);
+    ck_assert_int_eq(c.backwards, 0);
+    ck_assert_uint_eq(c.last_done, 8998);
+    ck_assert_uint_eq(c.last_total, 8998);
+    c = (struct calls){0};
+    zr_verify_report *rep;
+    ZR_OK_CALL(zr_verify(s, &rep));
+    zr_verify_report_free(rep);
+    ck_assert_uint_ge(c.n, 1);
+    ck_assert_int_eq(c.backwards, 0);
+    ck_assert_uint_eq(c.last_done, 8998);
+    ck_assert_uint_eq(c.last_total, 8998);
+    zr_set_progress(s, NULL, NULL);
+    c = (struct calls){0};
+    ZR_OK_CALL(zr_compact(s, NULL));
+    ck_assert_uint_eq(c.n, 0);
+    zr_close(s);
+    zt_model_free(&m);
+}
+END_TEST
+
 static long env_long(const char *name, long dflt)
 {
     const char *v = getenv(name);
@@ -565,6 +610,7 @@ Suite *suite_maint(void)
     tcase_add_test(tc, a_failure_at_any_write_of_compact_leaves_before_or_after);
     tcase_add_test(tc, a_failure_at_any_write_of_delete_leaves_before_or_after);
     tcase_add_test(tc, a_read_only_open_finishes_an_interrupted_delete);
+    tcase_add_test(tc, long_calls_report_progress_ending_at_the_total);
     suite_add_tcase(s, tc);
     TCase *model = tcase_create("model");
     tcase_add_checked_fixture(model, setup, teardown);

@@ -228,6 +228,15 @@ ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
 
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
+/* Progress of a long call: done units out of total (records). */
+typedef void (*zr_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+/* Have zr_compact, zr_verify and zr_train_dict_store on this handle report
+ * their progress to fn (NULL turns it off). fn runs on the thread that made
+ * the call, a few times a second at most for large stores, and last with
+ * done == total. Not thread-safe against a concurrent long call. */
+ZR_API void zr_set_progress(zr_store *s, zr_progress_fn fn, void *user);
+
 /* Space accounting of a store. */
 typedef struct zr_stats {
     uint64_t records;     /* committed records */
