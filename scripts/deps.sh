@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libzstd-dev libmsgpack-dev check libfuse3-dev fuse3
-      python3-numpy python3-cffi adwaita-icon-theme file)
+      python3-numpy python3-cffi python3-pytest adwaita-icon-theme file)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,35 @@
+"""loaderx: typed persistent record stores and an endless data loader.
+
+    from loaderx.zrecord import DenseStore, RaggedStore
+    from loaderx.dataloader import DataLoader
+    from loaderx.zsampler import Sampler
+    from loaderx.utils import train_dict
+
+The package binds libloaderx (cffi, ABI mode) and returns NumPy arrays.
+``loaderx.library_path`` says which copy of the library was loaded; set
+LOADERX_LIBRARY to the path of libloaderx.so to choose one.
+"""
+
+from ._lib import library_path
+from .errors import (CodecError, CorruptStoreError, DtypeMismatchError,
+                     EmptyRecordError, IndexOutOfRangeError,
+                     InvalidArgumentError, NoSpaceError, ReadOnlyStoreError,
+                     RecordTooBigError, ShapeMismatchError, StoreBusyError,
+                     StoreError, StoreExistsError, StoreIOError,
+                     StoreKindError, StoreMemoryError, StoreNotFoundError)
+from .zrecord import DICT_TIERS, DenseStore, RaggedStore, open_store
+from .zsampler import Sampler
+from .dataloader import DataLoader
+from .utils import train_dict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DenseStore", "RaggedStore", "open_store", "DataLoader", "Sampler",
+    "train_dict", "DICT_TIERS", "library_path",
+    "StoreError", "InvalidArgumentError", "StoreMemoryError", "StoreIOError",
+    "CorruptStoreError", "StoreNotFoundError", "StoreExistsError",
+    "StoreBusyError", "IndexOutOfRangeError", "DtypeMismatchError",
+    "ShapeMismatchError", "RecordTooBigError", "EmptyRecordError",
+    "ReadOnlyStoreError", "StoreKindError", "CodecError", "NoSpaceError",
+]

@@ -1,0 +1,420 @@
+"""DataLoader: an endless, prefetching iterator of batches over stores.
+
+The loader is libloaderx's: worker threads draw the indices of each step
+from the sampler, gather every stream at those indices into recycled batch
+buffers and keep ``prefetch`` batches ready, all without the GIL. Taking a
+batch is one library call. Dense streams come out as one array of shape
+(batch_size, *item_shape), Ragged streams as a list of arrays; every array
+is a view of the loader's buffer, so nothing is copied after the gather.
+
+A buffer goes back to the loader when the last array that views it is
+garbage collected, not before: a batch (or any array taken from it) stays
+valid for as long as the program holds it, and a program that drops each
+batch before taking the next keeps ``prefetch`` + 1 buffers in use.
+
+The transform runs on the loader's worker threads, as the library's own
+transform hook, so that collation and host-to-device copies overlap the
+training step instead of adding to it. A Python callable needs the GIL to
+run, and cffi's callbacks take it on the C thread for the call; this is
+safe (the calling thread is one the library created, never one that holds
+the GIL) and worth it because the work a transform typically does (NumPy
+operations, torch's ``.to(device)``, ``jax.device_put``) releases the GIL
+again. With ``workers`` > 1, transforms of different steps run at the same
+time, so a transform must be thread-safe. The transform receives the batch
+dict and returns what the iterator yields, usually a dict again; if it
+raises, the iterator raises that exception for that step and goes on with
+the next one at the next call.
+"""
+
+import atexit
+import threading
+import traceback
+import weakref
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _lib
+from ._lib import ffi, lib
+from .errors import StoreError, check, error_from_code, invalid
+from .zrecord import _Store
+from .zsampler import Sampler, _mode
+
+__all__ = ["DataLoader"]
+
+# Set on a worker thread while it runs a Python transform. Code that would
+# block on the loader (destroying it, which waits for its workers) must not
+# run there; it is handed to a thread of its own instead.
+_tls = threading.local()
+
+# Loaders whose workers call Python. They are destroyed before the
+# interpreter shuts down, when a worker could no longer take the GIL.
+_calling_python = weakref.WeakSet()
+
+
+class _Lease:
+    """The claim of the arrays of one batch on the loader's buffer.
+
+    Every array of a batch views memory through an object that holds the
+    lease; when the last of them is collected, the lease gives the batch
+    back. A lease whose batch was never handed out (a transform that
+    failed, a loader closed before the step was taken) gives back nothing:
+    the loader still owns that batch.
+    """
+
+    __slots__ = ("handle", "batch")
+
+    def __init__(self):
+        self.handle = None
+        self.batch = None
+
+    def __del__(self):
+        handle = self.handle
+        if handle is not None:
+            self.handle = None
+            handle.release(self.batch)
+
+
+class _Memory:
+    """A window on a batch buffer that NumPy wraps without copying."""
+
+    __slots__ = ("lease", "__array_interface__")
+
+    def __init__(self, lease, address, nbytes):
+        self.lease = lease
+        self.__array_interface__ = {"data": (address, False),
+                                    "shape": (nbytes,), "typestr": "|u1",
+                                    "version": 3}
+
+
+class _Stream:
+    """What the binding needs to know of one stream to read its columns."""
+
+    __slots__ = ("name", "dense", "dtype", "item_shape")
+
+    def __init__(self, name, store):
+        self.name = name
+        self.dense = store._kind == _lib.ZR_DENSE
+        self.dtype = store.dtype
+        self.item_shape = store.item_shape if self.dense else None
+
+
+def _columns(b, streams, lease):
+    """The batch dict of a zr_batch: arrays viewing its buffers."""
+    size = int(b.size)
+    out = {}
+    for k, s in enumerate(streams):
+        col = b.streams[k]
+        addr = int(ffi.cast("uintptr_t", col.data))
+        base = np.asarray(_Memory(lease, addr, int(col.nbytes)))
+        if s.dense:
+            out[s.name] = base.view(s.dtype).reshape((size,) + s.item_shape)
+            continue
+        recs = []
+        for i in range(size):
+            v = col.views[i]
+            off = int(ffi.cast("uintptr_t", v.data)) - addr
+            shape = tuple(v.shape[0:v.ndim])
+            recs.append(base[off:off + int(v.nbytes)].view(s.dtype)
+                        .reshape(shape))
+        out[s.name] = recs
+    return out
+
+
+class _Transform:
+    """The Python side of the library's transform hook.
+
+    It runs on the worker threads: it reads the gathered batch as arrays,
+    calls the user's transform and files the result (or the exception)
+    under the batch's step, where the consuming thread picks it up when
+    the library hands that step out.
+    """
+
+    def __init__(self, fn, streams):
+        self.fn = fn
+        self.streams = streams
+        self.results = {}
+
+    def run(self, b):
+        lease = _Lease()
+        result = self.fn(_columns(b, self.streams, lease))
+        self.results[int(b.step)] = (result, lease)
+
+    def hook(self, b, user):
+        _tls.in_transform = True
+        try:
+            self.run(b)
+            return 0
+        except BaseException as e:
+            # The traceback keeps the frames' locals, which include arrays
+            # on a buffer the loader takes back; clear them so that the
+            # exception cannot be used to reach that memory later.
+            traceback.clear_frames(e.__traceback__)
+            self.results[int(b.step)] = e
+            return _lib.ZR_EINVAL
+        finally:
+            _tls.in_transform = False
+
+
+class _Handle:
+    """One zr_loader and the accounting that decides when it may go.
+
+    The loader is destroyed once it is closed (explicitly, or because the
+    DataLoader was collected) and no batch is out: the leases of handed-out
+    batches hold this object, so it outlives every array on its buffers.
+    """
+
+    def __init__(self, stores, names, opts, transform):
+        self.lock = threading.RLock()     # ptr, outstanding, closing
+        self.next_lock = threading.RLock()  # zr_loader_next is single-caller
+        self.ptr = None
+        self.outstanding = 0
+        self.closing = False
+        self.stores = stores
+        self.streams = [_Stream(n, s) for n, s in zip(names, stores)]
+        self.transform = None
+        self.callback = None
+        self.out = ffi.new("zr_batch **")
+        ptrs = []
+        try:
+            for s in stores:
+                ptrs.append(s._pin())
+            if transform is not None:
+                self.transform = _Transform(transform, self.streams)
+                self.callback = ffi.callback("zr_transform_fn",
+                                             self.transform.hook,
+                                             error=_lib.ZR_EINVAL)
+                opts.transform = self.callback
+            names_c = [ffi.new("char[]", n.encode()) for n in names]
+            out = ffi.new("zr_loader **")
+            check(lib.zr_loader_create(out, ffi.new("zr_store *[]", ptrs),
+                                       ffi.new("const char *[]", names_c),
+                                       len(stores), opts))
+            self.ptr = out[0]
+        finally:
+            if self.ptr is None:
+                for s in stores[:len(ptrs)]:
+                    s._unpin()
+        if transform is not None:
+            _calling_python.add(self)
+
+    def next(self):
+        """Take the next step's batch: what the iterator yields."""
+        with self.next_lock:
+            with self.lock:
+                if self.ptr is None or self.closing:
+                    raise invalid("the DataLoader is closed")
+                ptr = self.ptr
+            step = int(lib.zr_loader_step(ptr))
+            rc = lib.zr_loader_next(ptr, self.out)
+            if rc < 0:
+                err = error_from_code(rc)
+                got = self.transform.results.pop(step, None) \
+                    if self.transform else None
+                if isinstance(got, BaseException):
+                    raise got from err
+                raise err
+            b = self.out[0]
+            # Count the batch at once: from here on, a lease collected on
+            # this or another thread must not see the loader idle.
+            with self.lock:
+                self.outstanding += 1
+            if self.transform is not None:
+                got = self.transform.results.pop(int(b.step), None)
+                if not isinstance(got, tuple):
+                    self.release(b)
+                    raise StoreError(f"step {int(b.step)} was handed out "
+                                     "without its transform's result")
+                result, lease = got
+            else:
+                lease = _Lease()
+            lease.batch = b
+            lease.handle = self
+            if self.transform is None:
+                result = _columns(b, self.streams, lease)
+            return result
+
+    def release(self, b):
+        """Give a handed-out batch back (from a lease's finaliser)."""
+        with self.lock:
+            if self.ptr is None:
+                return
+            lib.zr_batch_release(b)
+            self.outstanding -= 1
+            last = self.closing and self.outstanding == 0
+        if last:
+            self.destroy()
+
+    def close(self):
+        with self.lock:
+            if self.ptr is None or self.closing:
+                return
+            self.closing = True
+            last = self.outstanding == 0
+        if last:
+            self.destroy()
+
+    def destroy(self, force=False):
+        """Destroy the loader if nothing holds its batches (or if forced)."""
+        if getattr(_tls, "in_transform", False):
+            # Destroying waits for the workers, one of which is this thread.
+            threading.Thread(target=self.destroy, args=(force,),
+                             daemon=True).start()
+            return
+        with self.next_lock:
+            with self.lock:
+                if self.ptr is None or (self.outstanding and not force):
+                    return
+                ptr, self.ptr = self.ptr, None
+            lib.zr_loader_destroy(ptr)
+        if self.transform is not None:
+            self.transform.results.clear()
+        for s in self.stores:
+            s._unpin()
+
+    def __del__(self):
+        if getattr(self, "ptr", None) is not None:
+            self.destroy(force=True)
+
+
+@atexit.register
+def _shutdown():
+    for handle in list(_calling_python):
+        handle.destroy(force=True)
+
+
+class DataLoader:
+    """An endless iterator of batches, ``{name: values}``, over named stores.
+
+    DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
+    start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1)
+
+    streams maps names to open stores (DenseStore or RaggedStore) that all
+    hold the same number of records; every stream of a batch is gathered
+    at the same indices, those of the sampler's step. Each iteration
+    yields the next step's batch, for ever: there are no epochs. A Dense
+    stream's value is an array of shape (batch_size, *item_shape), a Ragged
+    stream's a list of batch_size arrays. mode, seed, rank and world are
+    the Sampler's; start_step is the step of the first batch, so a run is
+    resumed by passing the ``step`` it had reached. prefetch is the number
+    of batches prepared ahead, workers the number of threads preparing
+    them; transform (see the module's description) maps each batch dict to
+    what is yielded.
+
+    The stores stay open and must not be deleted from or compacted while
+    the loader lives (the store refuses); records appended meanwhile are
+    not sampled.
+    """
+
+    def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
+                 seed=0, start_step=0, transform=None, prefetch=2, workers=1,
+                 rank=0, world=1):
+        if not isinstance(streams, Mapping) or not streams:
+            raise invalid("streams must be a non-empty dict of name: store")
+        names = list(streams)
+        stores = [streams[n] for n in names]
+        for n, s in zip(names, stores):
+            if not isinstance(n, str) or not n or "\0" in n:
+                raise invalid(f"stream name {n!r} is not a non-empty string")
+            if not isinstance(s, _Store):
+                raise invalid(f"stream {n!r} is a {type(s).__name__}, not a "
+                              "DenseStore or RaggedStore")
+        lengths = {n: len(s) for n, s in zip(names, stores)}
+        if len(set(lengths.values())) != 1:
+            raise invalid("the streams differ in length: " + ", ".join(
+                f"{n}={v}" for n, v in lengths.items()))
+        if transform is not None and not callable(transform):
+            raise invalid(f"transform {transform!r} is not callable")
+        for name, v in (("batch_size", batch_size), ("seed", seed),
+                        ("start_step", start_step), ("prefetch", prefetch),
+                        ("workers", workers), ("rank", rank),
+                        ("world", world)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) \
+                    or v < 0 or v >= 2**64:
+                raise invalid(f"{name} must be a non-negative integer, not "
+                              f"{v!r}")
+        if not 1 <= prefetch <= _lib.ZR_LOADER_MAX_DEPTH:
+            raise invalid(f"prefetch must be in [1, {_lib.ZR_LOADER_MAX_DEPTH}]")
+        if not 1 <= workers <= _lib.ZR_LOADER_MAX_THREADS:
+            raise invalid(f"workers must be in [1, {_lib.ZR_LOADER_MAX_THREADS}]")
+        if world < 1 or world >= 2**32:
+            raise invalid(f"world must be in [1, 2**32), not {world}")
+        mode = _mode(mode)
+        opts = ffi.new("zr_loader_opts *")
+        opts.mode = int(mode)
+        opts.batch = int(batch_size)
+        opts.seed = int(seed)
+        opts.rank = int(rank)
+        opts.world = int(world)
+        opts.start_step = int(start_step)
+        opts.depth = int(prefetch)
+        opts.threads = int(workers)
+        self._handle = _Handle(stores, names, opts, transform)
+        self._names = names
+        self._mode = mode
+        self._params = (int(seed), int(rank), int(world))
+        self._batch_size = int(batch_size)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._handle.next()
+
+    next = __next__
+
+    @property
+    def step(self):
+        """The step of the next batch: pass it as start_step to resume."""
+        h = self._handle
+        with h.next_lock:
+            if h.ptr is None:
+                raise invalid("the DataLoader is closed")
+            return int(lib.zr_loader_step(h.ptr))
+
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @property
+    def names(self):
+        """The stream names, in the order given."""
+        return list(self._names)
+
+    @property
+    def streams(self):
+        """The stores, by name."""
+        return dict(zip(self._names, self._handle.stores))
+
+    @property
+    def sampler(self):
+        """A Sampler that draws exactly this loader's indices, step by step."""
+        seed, rank, world = self._params
+        return Sampler(len(self._handle.stores[0]), self._batch_size,
+                       self._mode, seed=seed, rank=rank, world=world,
+                       start_step=self.step)
+
+    @property
+    def closed(self):
+        return self._handle.closing or self._handle.ptr is None
+
+    def close(self):
+        """Stop the loader. Its workers and buffers go once no batch
+        taken from it is still held; its stores are free again then."""
+        self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
+
+    def __repr__(self):
+        return (f"DataLoader({', '.join(self._names)}; batch_size="
+                f"{self._batch_size}, mode={self._mode.name})")
+

@@ -1,0 +1,709 @@
+"""DenseStore and RaggedStore: the typed record stores, over libloaderx.
+
+A store is a directory on disk holding records of one dtype. A DenseStore's
+records all have one item shape, so a batch of them is one stacked array; a
+RaggedStore's records each keep their own shape, so a batch of them is a
+list of arrays. The type identity (dtype, and for Dense the item shape) is
+fixed when the store is created and kept by the library in the store itself.
+
+Every read, append, delete and dictionary training is one library call for
+the whole batch, made with the GIL released (cffi releases it around every
+call), and reads land directly in the memory of the NumPy array that is
+returned: nothing is copied after the call.
+
+Indexing a store selects records, never elements: ``ds[3]`` is one record,
+``ds[0, 5, 2]`` (a tuple), ``ds[[0, 5, 2]]``, ``ds[2:8:3]``, an integer
+array or a boolean mask of ``len(ds)`` entries select several, in the order
+given, repeats allowed, negative numbers counting from the end.
+
+Handles are guarded so that misuse from Python cannot reach freed memory:
+closing a store that another thread is reading, or that a live DataLoader
+reads, raises StoreBusyError instead of pulling the handle away; delete and
+compact, which the library requires to have the handle to themselves,
+refuse to run while anything else uses it.
+"""
+
+import collections
+import os
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._lib import ffi, lib
+from .errors import (DtypeMismatchError, EmptyRecordError,
+                     IndexOutOfRangeError, InvalidArgumentError,
+                     RecordTooBigError, ShapeMismatchError, StoreBusyError,
+                     StoreError, StoreKindError, check, invalid)
+
+__all__ = ["DenseStore", "RaggedStore", "open_store", "CODECS", "DICT_TIERS",
+           "TierSizes"]
+
+CODECS = {"raw": _lib.ZR_CODEC_RAW, "zstd": _lib.ZR_CODEC_ZSTD,
+          "zstd_dict": _lib.ZR_CODEC_ZSTD_DICT}
+_CODEC_NAMES = {v: k for k, v in CODECS.items()}
+
+TierSizes = collections.namedtuple("TierSizes", ["dict_bytes", "sample_bytes"])
+
+_TIER_CODES = {"fast": _lib.ZR_TIER_FAST, "balanced": _lib.ZR_TIER_BALANCED,
+               "max": _lib.ZR_TIER_MAX}
+
+
+def _tier_sizes(code):
+    d = ffi.new("size_t *")
+    s = ffi.new("size_t *")
+    check(lib.zr_tier_sizes(code, d, s))
+    return TierSizes(int(d[0]), int(s[0]))
+
+
+# The dictionary tiers, by name: the dictionary size and the sample budget
+# it is trained on, both in bytes, as the library defines them.
+DICT_TIERS = {name: _tier_sizes(code) for name, code in _TIER_CODES.items()}
+
+# Records are read in blocks of this many when a store is iterated.
+_ITER_BLOCK = 1024
+
+# Ragged records are gathered at offsets that are multiples of 8, so that
+# every payload lands 8-byte aligned; their shape prefix is little-endian.
+_PREFIX = np.dtype("<u8")
+
+
+def _tier_code(tier):
+    if isinstance(tier, str):
+        if tier not in _TIER_CODES:
+            raise invalid(f"unknown dictionary tier {tier!r}; "
+                          f"expected one of {', '.join(_TIER_CODES)}")
+        return _TIER_CODES[tier]
+    raise invalid(f"a dictionary tier is a name ({', '.join(_TIER_CODES)}), "
+                  f"not {tier!r}")
+
+
+def _store_dtype(dtype):
+    """The np.dtype for a store, refusing what the format cannot keep."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise invalid(f"{dtype!r} is not a dtype ({e})") from None
+    if dt.fields is not None:
+        raise invalid(f"structured dtype {dt} is not stored: its fields "
+                      f"would be lost; use a plain |V{dt.itemsize} or one "
+                      "store per field")
+    if dt.subdtype is not None:
+        raise invalid(f"sub-array dtype {dt}: put the sub-array's shape in "
+                      "the item shape instead")
+    if lib.zr_dtype_itemsize(dt.str.encode()) <= 0:
+        raise invalid(f"dtype {dt} ({dt.str}) cannot be stored")
+    return dt
+
+
+def _create_opts(codec, dict_bytes):
+    """A zr_create_opts for codec and dictionary, and what keeps it alive."""
+    if codec not in CODECS:
+        raise invalid(f"unknown codec {codec!r}; expected one of "
+                      f"{', '.join(CODECS)}")
+    opts = ffi.new("zr_create_opts *")
+    opts.codec = CODECS[codec]
+    keep = None
+    if codec == "zstd_dict":
+        if dict_bytes is None or len(dict_bytes) == 0:
+            raise invalid("codec 'zstd_dict' needs the trained dictionary "
+                          "(dict_bytes=loaderx.utils.train_dict(...))")
+        keep = ffi.from_buffer(dict_bytes)
+        opts.dict = keep
+        opts.dict_len = len(keep)
+    elif dict_bytes is not None:
+        raise invalid(f"dict_bytes is only used by codec 'zstd_dict', not "
+                      f"{codec!r}")
+    return opts, keep
+
+
+def _shape_array(shape):
+    return ffi.new("uint64_t[]", [int(d) for d in shape]) if shape else ffi.NULL
+
+
+class _Store:
+    """What DenseStore and RaggedStore share: the handle and its guards."""
+
+    _kind = None
+    _kind_name = None
+
+    def __init__(self, ptr):
+        # _guard protects _ptr and the counters below. _active counts the
+        # calls in flight on the handle, _pins the DataLoaders reading it,
+        # and _exclusive marks a delete or compact, which must be alone.
+        self._guard = threading.Lock()
+        self._writer = threading.Lock()
+        self._ptr = ptr
+        self._active = 0
+        self._pins = 0
+        self._exclusive = False
+        self._path = ffi.string(lib.zr_path(ptr)).decode()
+        self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
+        self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
+        self._writable = bool(lib.zr_writable(ptr))
+
+    # ---- creating and opening -------------------------------------------
+
+    @classmethod
+    def open(cls, path, readonly=False):
+        """Open the store at path.
+
+        A writable handle (the default) has the store to itself: a second
+        handle, here or in another process, gets StoreBusyError. Read-only
+        handles share the store with each other (and with a read-only
+        zrecordfs mount). Raises StoreNotFoundError when path holds no
+        store, StoreKindError when it holds the other kind.
+        """
+        out = ffi.new("zr_store **")
+        mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
+        check(lib.zr_open(out, os.fsencode(path), mode))
+        ptr = out[0]
+        kind = lib.zr_kind(ptr)
+        if cls._kind is not None and kind != cls._kind:
+            lib.zr_close(ptr)
+            other = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
+            raise invalid(f"{os.fspath(path)} holds a {other._kind_name} store; "
+                          f"open it with {other.__name__}", StoreKindError)
+        if cls._kind is None:
+            cls = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
+        return cls(ptr)
+
+    # ---- the handle's guards --------------------------------------------
+
+    def _enter(self, exclusive=False):
+        """Count a call on the handle and return the handle."""
+        with self._guard:
+            if self._ptr is None:
+                raise invalid(f"{self._path}: the store is closed")
+            if self._exclusive:
+                raise invalid(f"{self._path}: a delete or compact is running "
+                              "on this handle", StoreBusyError)
+            if exclusive:
+                if self._pins:
+                    raise invalid(f"{self._path}: a DataLoader reads this "
+                                  "store; close the loader first",
+                                  StoreBusyError)
+                if self._active:
+                    raise invalid(f"{self._path}: another thread is using "
+                                  "this handle", StoreBusyError)
+                self._exclusive = True
+            self._active += 1
+            return self._ptr
+
+    def _leave(self, exclusive=False):
+        with self._guard:
+            self._active -= 1
+            if exclusive:
+                self._exclusive = False
+
+    def _pin(self):
+        """Keep the handle open for a DataLoader; return it."""
+        with self._guard:
+            if self._ptr is None:
+                raise invalid(f"{self._path}: the store is closed")
+            if self._exclusive:
+                raise invalid(f"{self._path}: a delete or compact is running",
+                              StoreBusyError)
+            self._pins += 1
+            return self._ptr
+
+    def _unpin(self):
+        with self._guard:
+            self._pins -= 1
+
+    def close(self):
+        """Close the handle and release its lock. Does not sync.
+
+        Closing twice is harmless. Raises StoreBusyError, leaving the store
+        open, while another thread is in a call on it or a DataLoader that
+        reads it is alive.
+        """
+        with self._guard:
+            if self._ptr is None:
+                return
+            if self._pins:
+                raise invalid(f"{self._path}: a DataLoader reads this store; "
+                              "close the loader first", StoreBusyError)
+            if self._active:
+                raise invalid(f"{self._path}: another thread is using this "
+                              "handle", StoreBusyError)
+            ptr, self._ptr = self._ptr, None
+        lib.zr_close(ptr)
+
+    def __del__(self):
+        ptr = getattr(self, "_ptr", None)
+        if ptr is not None:
+            self._ptr = None
+            lib.zr_close(ptr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- identity ---------------------------------------------------------
+
+    @property
+    def closed(self):
+        return self._ptr is None
+
+    @property
+    def path(self):
+        """The store's directory, as it was given."""
+        return self._path
+
+    @property
+    def dtype(self):
+        """The dtype of every element of every record."""
+        return self._dtype
+
+    @property
+    def codec(self):
+        """'raw', 'zstd' or 'zstd_dict', fixed at creation."""
+        return self._codec
+
+    @property
+    def writable(self):
+        return self._writable
+
+    @property
+    def readonly(self):
+        return not self._writable
+
+    def __len__(self):
+        ptr = self._enter()
+        try:
+            return int(lib.zr_len(ptr))
+        finally:
+            self._leave()
+
+    # ---- selecting records ----------------------------------------------
+
+    def _select(self, key, n):
+        """Turn a key into (uint64 indices, result shape, scalar?)."""
+        if isinstance(key, (bool, np.bool_)):
+            raise invalid("a boolean is not a record index; use a mask of "
+                          f"{n} booleans")
+        if isinstance(key, (int, np.integer)):
+            i = int(key)
+            if not -n <= i < n:
+                raise invalid(f"index {i} is out of range for a store of "
+                              f"{n} records", IndexOutOfRangeError)
+            return np.array([i % n], dtype=np.uint64), (), True
+        if isinstance(key, slice):
+            idx = np.arange(*key.indices(n), dtype=np.uint64)
+            return idx, (idx.size,), False
+        if isinstance(key, tuple):
+            key = list(key)
+        a = np.asarray(key)
+        if a.ndim == 0 and a.dtype.kind in "iu":
+            return self._select(int(a), n)
+        if a.size == 0 and a.dtype.kind not in "iub":
+            a = a.astype(np.int64)
+        if a.dtype.kind == "b":
+            if a.ndim != 1 or a.shape[0] != n:
+                raise invalid(f"a boolean mask must have one entry per "
+                              f"record ({n}), not shape {a.shape}",
+                              IndexOutOfRangeError)
+            idx = np.flatnonzero(a).astype(np.uint64)
+            return idx, (idx.size,), False
+        if a.dtype.kind not in "iu":
+            raise invalid("records are selected by an integer, a slice, "
+                          "integers or a boolean mask, not "
+                          f"{type(key).__name__} of {a.dtype}")
+        if a.dtype.kind == "i":
+            bad = (a < -n) | (a >= n)
+            if bad.any():
+                raise invalid(f"index {int(a[bad].flat[0])} is out of range "
+                              f"for a store of {n} records",
+                              IndexOutOfRangeError)
+            a = np.where(a < 0, a + n, a)
+        elif a.size and a.max() >= n:
+            raise invalid(f"index {int(a.max())} is out of range for a store "
+                          f"of {n} records", IndexOutOfRangeError)
+        idx = np.ascontiguousarray(a.reshape(-1), dtype=np.uint64)
+        return idx, a.shape, False
+
+    def __getitem__(self, key):
+        ptr = self._enter()
+        try:
+            idx, shape, scalar = self._select(key, int(lib.zr_len(ptr)))
+            return self._gather(ptr, idx, shape, scalar)
+        finally:
+            self._leave()
+
+    def __iter__(self):
+        """Every record in index order, read in blocks."""
+        start = 0
+        while True:
+            n = len(self)
+            if start >= n:
+                return
+            block = self[start:min(start + _ITER_BLOCK, n)]
+            yield from block
+            start += len(block)
+
+    # ---- maintenance ------------------------------------------------------
+
+    def delete(self, key):
+        """Delete the selected records by swap-last.
+
+        key is normalised like a read (an integer, a slice, integers or a
+        boolean mask). Each hole is filled by the then last record, so the
+        remaining records are exactly 0..len-1 and indices held elsewhere go
+        stale. Repeats count once; every index is checked before anything
+        changes. Needs a writable handle that nothing else is using.
+        """
+        ptr = self._enter(exclusive=True)
+        try:
+            idx, _, _ = self._select(key, int(lib.zr_len(ptr)))
+            if idx.size:
+                check(lib.zr_delete(ptr, ffi.from_buffer("uint64_t[]", idx),
+                                    idx.size))
+        finally:
+            self._leave(exclusive=True)
+
+    def compact(self):
+        """Reclaim the space of deleted records, in place.
+
+        Returns {'records_moved', 'bytes_before', 'bytes_after'}. Needs a
+        writable handle that nothing else is using.
+        """
+        res = ffi.new("zr_compact_result *")
+        ptr = self._enter(exclusive=True)
+        try:
+            check(lib.zr_compact(ptr, res))
+        finally:
+            self._leave(exclusive=True)
+        return {"records_moved": int(res.records_moved),
+                "bytes_before": int(res.bytes_before),
+                "bytes_after": int(res.bytes_after)}
+
+    def stats(self):
+        """The store's space accounting, as a dict.
+
+        records, live_bytes (stored bytes of the live records), chunk_bytes
+        (bytes held by chunk files), reclaimable (what compact may free),
+        codec and dict_bytes (0 without a dictionary).
+        """
+        st = ffi.new("zr_store_stats *")
+        ptr = self._enter()
+        try:
+            check(lib.zr_stats(ptr, st))
+        finally:
+            self._leave()
+        return {"records": int(st.records), "live_bytes": int(st.live_bytes),
+                "chunk_bytes": int(st.chunk_bytes),
+                "reclaimable": int(st.reclaimable),
+                "codec": _CODEC_NAMES.get(st.codec, "unknown"),
+                "dict_bytes": int(st.dict_bytes)}
+
+    def verify(self):
+        """Check the whole store.
+
+        Returns {'ok', 'records_checked', 'problems'}, problems being a list
+        of (file, entry or None, what) for the first thousand found.
+        """
+        out = ffi.new("zr_verify_report **")
+        ptr = self._enter()
+        try:
+            rc = lib.zr_verify(ptr, out)
+        finally:
+            self._leave()
+        rep = out[0]
+        try:
+            if rc < 0 and rc != _lib.ZR_ECORRUPT:
+                check(rc)
+            problems = []
+            for k in range(rep.nlisted if rep != ffi.NULL else 0):
+                p = rep.problems[k]
+                entry = None if p.entry == 2**64 - 1 else int(p.entry)
+                problems.append((ffi.string(p.file).decode(), entry,
+                                 ffi.string(p.what).decode()))
+            return {"ok": rc == 0,
+                    "records_checked": int(rep.records_checked),
+                    "problems": problems}
+        finally:
+            lib.zr_verify_report_free(rep)
+
+    def sync(self):
+        """Make every append so far durable (data, then table, then header)."""
+        ptr = self._enter()
+        try:
+            with self._writer:
+                check(lib.zr_sync(ptr))
+        finally:
+            self._leave()
+
+    def __repr__(self):
+        if self._ptr is None:
+            return f"{type(self).__name__}({self._path!r}, closed)"
+        return (f"{type(self).__name__}({self._path!r}, dtype={self._dtype.str!r}"
+                f"{self._repr_shape()}, codec={self._codec!r}, len={len(self)})")
+
+    def _repr_shape(self):
+        return ""
+
+
+class DenseStore(_Store):
+    """A store whose records all have one dtype and one item shape.
+
+    Reading several records gives one array of shape (B, *item_shape);
+    reading one record gives an array of shape item_shape (a NumPy scalar
+    when item_shape is ()), exactly as indexing a NumPy array of shape
+    (len, *item_shape) with the same key would.
+    """
+
+    _kind = _lib.ZR_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, ptr):
+        super().__init__(ptr)
+        nd = ffi.new("uint32_t *")
+        shape = lib.zr_item_shape(ptr, nd)
+        self._item_shape = tuple(int(shape[k]) for k in range(nd[0]))
+        self._shape_c = _shape_array(self._item_shape)
+        self._width = int(lib.zr_record_width(ptr))
+
+    @classmethod
+    def create(cls, path, dtype, item_shape=(), codec="raw", dict_bytes=None):
+        """Create a new, empty Dense store at path, open for writing.
+
+        dtype is anything np.dtype accepts; item_shape the shape of one
+        record (() for scalar records, every dimension > 0). codec is 'raw'
+        (the default), 'zstd' or 'zstd_dict'; 'zstd_dict' needs dict_bytes,
+        a dictionary from loaderx.utils.train_dict. Raises StoreExistsError
+        when path already holds a store.
+        """
+        dt = _store_dtype(dtype)
+        try:
+            if isinstance(item_shape, (int, np.integer)):
+                shape = (int(item_shape),)
+            else:
+                shape = tuple(int(d) for d in item_shape)
+        except (TypeError, ValueError):
+            raise invalid(f"item_shape must be a tuple of integers, not "
+                          f"{item_shape!r}") from None
+        if len(shape) > _lib.ZR_MAX_NDIM:
+            raise invalid(f"item_shape has {len(shape)} dimensions; at most "
+                          f"{_lib.ZR_MAX_NDIM}")
+        if any(d <= 0 for d in shape):
+            raise invalid(f"item_shape {shape} has a dimension that is not "
+                          "positive")
+        # keep holds the dictionary's buffer until the call has returned.
+        opts, keep = _create_opts(codec, dict_bytes)
+        out = ffi.new("zr_store **")
+        check(lib.zr_dense_create(out, os.fsencode(path), dt.str.encode(),
+                                  _shape_array(shape), len(shape), opts))
+        del keep
+        return cls(out[0])
+
+    @property
+    def item_shape(self):
+        """The shape of one record."""
+        return self._item_shape
+
+    @property
+    def record_width(self):
+        """Bytes per record."""
+        return self._width
+
+    @property
+    def shape(self):
+        """(len, *item_shape): the shape of the whole store as one array."""
+        return (len(self),) + self._item_shape
+
+    def _repr_shape(self):
+        return f", item_shape={self._item_shape}"
+
+    def _gather(self, ptr, idx, shape, scalar):
+        out = np.empty((idx.size,) + self._item_shape, dtype=self._dtype)
+        if idx.size:
+            check(lib.zr_gather_dense(ptr, ffi.from_buffer("uint64_t[]", idx),
+                                      idx.size, _writable_buffer(out)))
+        if scalar:
+            return out[0]
+        return out.reshape(tuple(shape) + self._item_shape)
+
+    def append(self, data):
+        """Append the records data[0], data[1], ... as one batch.
+
+        data is an array of shape (B, *item_shape) and exactly the store's
+        dtype (a 1-D array when the records are scalars); a single record is
+        appended as data[None]. Returns the index of the first new record.
+        The dtype and shape are checked before anything is written, and the
+        batch is one commit: after a failure nothing of it is visible.
+        """
+        a = np.asarray(data)
+        if a.dtype != self._dtype:
+            raise invalid(f"data has dtype {a.dtype} ({a.dtype.str}); the "
+                          f"store holds {self._dtype} ({self._dtype.str})",
+                          DtypeMismatchError)
+        if a.ndim == 0 or a.shape[1:] != self._item_shape:
+            raise invalid(f"data of shape {a.shape} is not a batch of records "
+                          f"of shape {self._item_shape}: expected "
+                          f"(B, {', '.join(map(str, self._item_shape))})"
+                          if self._item_shape else
+                          f"data of shape {a.shape} is not a batch of scalar "
+                          "records: expected shape (B,)", ShapeMismatchError)
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        first = ffi.new("uint64_t *")
+        ptr = self._enter()
+        try:
+            if a.shape[0] == 0:
+                return int(lib.zr_len(ptr))
+            with self._writer:
+                check(lib.zr_append_dense(
+                    ptr, self._dtype.str.encode(), self._shape_c,
+                    len(self._item_shape), _readable_buffer(a), a.shape[0],
+                    first))
+        finally:
+            self._leave()
+        return int(first[0])
+
+
+class RaggedStore(_Store):
+    """A store whose records share one dtype but each keep their own shape.
+
+    Reading several records gives a list of arrays, each of its recorded
+    shape (never padded); reading one record gives one array. The arrays
+    of one read are views into one buffer that the read filled.
+    """
+
+    _kind = _lib.ZR_RAGGED
+    _kind_name = "Ragged"
+
+    @classmethod
+    def create(cls, path, dtype, codec="raw", dict_bytes=None):
+        """Create a new, empty Ragged store at path, open for writing.
+
+        Like DenseStore.create, without an item shape: every record carries
+        its own shape. For raw bytes (encoded images, text) use np.uint8.
+        """
+        dt = _store_dtype(dtype)
+        # keep holds the dictionary's buffer until the call has returned.
+        opts, keep = _create_opts(codec, dict_bytes)
+        out = ffi.new("zr_store **")
+        check(lib.zr_ragged_create(out, os.fsencode(path), dt.str.encode(),
+                                   opts))
+        del keep
+        return cls(out[0])
+
+    def _gather(self, ptr, idx, shape, scalar):
+        n = idx.size
+        if not n:
+            return []
+        idx_c = ffi.from_buffer("uint64_t[]", idx)
+        sizes = np.empty(n, dtype=np.uint64)
+        check(lib.zr_ragged_sizes(ptr, idx_c, n,
+                                  ffi.from_buffer("uint64_t[]", sizes)))
+        padded = (sizes + np.uint64(7)) & ~np.uint64(7)
+        offsets = np.zeros(n, dtype=np.uint64)
+        np.cumsum(padded[:-1], out=offsets[1:])
+        total = int(offsets[-1] + padded[-1])
+        # A buffer of 8-byte words, so that the offsets' alignment is real.
+        words = np.empty(total // 8, dtype=np.uint64)
+        check(lib.zr_gather_ragged(ptr, idx_c, n, _writable_buffer(words),
+                                   ffi.from_buffer("uint64_t[]", offsets)))
+        return _ragged_records(words, offsets.tolist(), sizes.tolist(),
+                               self._dtype, scalar)
+
+    def append(self, records):
+        """Append records, each an array of the store's dtype, as one batch.
+
+        records is a list or any iterable of arrays (an iterator is read to
+        its end first); each record keeps its own shape, scalars included.
+        Empty records, records of another dtype and records over the 2 GiB
+        limit are refused before anything is written, and the batch is one
+        commit. Returns the index of the first new record.
+        """
+        if isinstance(records, np.ndarray) and records.dtype == object:
+            records = list(records)
+        arrays = []
+        for k, r in enumerate(records):
+            a = np.asarray(r)
+            if a.dtype != self._dtype:
+                raise invalid(f"record {k} has dtype {a.dtype} "
+                              f"({a.dtype.str}); the store holds "
+                              f"{self._dtype} ({self._dtype.str})",
+                              DtypeMismatchError)
+            if a.ndim > _lib.ZR_MAX_NDIM:
+                raise invalid(f"record {k} has {a.ndim} dimensions; at most "
+                              f"{_lib.ZR_MAX_NDIM}", ShapeMismatchError)
+            if a.nbytes == 0:
+                raise invalid(f"record {k} (shape {a.shape}) has no bytes",
+                              EmptyRecordError)
+            if a.nbytes + 8 * (1 + a.ndim) > _lib.ZR_MAX_RECORD:
+                raise invalid(f"record {k} is {a.nbytes} bytes; a record is "
+                              f"at most {_lib.ZR_MAX_RECORD} with its shape",
+                              RecordTooBigError)
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")
+            arrays.append(a)
+        n = len(arrays)
+        ptr = self._enter()
+        try:
+            if n == 0:
+                return int(lib.zr_len(ptr))
+            recs = ffi.new("zr_rec[]", n)
+            dims = [d for a in arrays for d in a.shape]
+            shapes = ffi.new("uint64_t[]", max(len(dims), 1))
+            shapes[0:len(dims)] = dims
+            keep = []
+            pos = 0
+            for k, a in enumerate(arrays):
+                buf = _readable_buffer(a)
+                keep.append(buf)
+                recs[k].data = buf
+                recs[k].shape = shapes + pos
+                recs[k].ndim = a.ndim
+                pos += a.ndim
+            first = ffi.new("uint64_t *")
+            with self._writer:
+                check(lib.zr_append_ragged(ptr, self._dtype.str.encode(), recs,
+                                           n, first))
+        finally:
+            self._leave()
+        return int(first[0])
+
+
+def _writable_buffer(a):
+    """The memory of a C-contiguous array, for the library to fill."""
+    return ffi.from_buffer(a.reshape(-1).view(np.uint8), require_writable=True)
+
+
+def _readable_buffer(a):
+    """The memory of a C-contiguous array, for the library to read."""
+    return ffi.from_buffer(a.reshape(-1).view(np.uint8))
+
+
+def _ragged_records(words, offsets, sizes, dtype, scalar):
+    """Split a gathered Ragged batch into arrays that view its buffer.
+
+    words holds the records as the library wrote them, each at its offset
+    (a multiple of 8) as [u64 ndim][u64 dims...][payload]. The library has
+    already checked every prefix against the record's size and the itemsize;
+    the checks here only keep a wrong buffer from becoming a wrong view.
+    """
+    prefix = words.view(_PREFIX)
+    raw = words.view(np.uint8)
+    out = []
+    for off, size in zip(offsets, sizes):
+        w = off // 8
+        ndim = int(prefix[w])
+        if ndim > _lib.ZR_MAX_NDIM or 8 * (1 + ndim) > size:
+            raise StoreError(f"ZR_ECORRUPT: record prefix ndim {ndim} does not "
+                             f"fit its {size} bytes", _lib.ZR_ECORRUPT)
+        shape = tuple(prefix[w + 1:w + 1 + ndim].tolist())
+        start = off + 8 * (1 + ndim)
+        out.append(raw[start:off + size].view(dtype).reshape(shape))
+    return out[0] if scalar else out
+
+
+def open_store(path, readonly=False):
+    """Open the store at path as a DenseStore or RaggedStore, whichever
+    kind it holds."""
+    return _Store.open(path, readonly=readonly)
+

@@ -1,0 +1,142 @@
+"""Errors: library codes become the StoreError hierarchy with the library's
+message, and bad appends are refused before anything is written."""
+
+import os
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx import (CorruptStoreError, DtypeMismatchError, EmptyRecordError,
+                     InvalidArgumentError, ShapeMismatchError, StoreBusyError,
+                     StoreError, StoreExistsError, StoreNotFoundError)
+from loaderx.errors import error_from_code
+from loaderx.zrecord import DenseStore, RaggedStore
+
+
+def test_every_code_maps_to_its_class():
+    expected = {-1: "InvalidArgumentError", -2: "StoreMemoryError",
+                -3: "StoreIOError", -4: "CorruptStoreError",
+                -5: "StoreNotFoundError", -6: "StoreExistsError",
+                -7: "StoreBusyError", -8: "IndexOutOfRangeError",
+                -9: "DtypeMismatchError", -10: "ShapeMismatchError",
+                -11: "RecordTooBigError", -12: "EmptyRecordError",
+                -13: "ReadOnlyStoreError", -14: "StoreKindError",
+                -15: "CodecError", -16: "NoSpaceError"}
+    for code, name in expected.items():
+        err = error_from_code(code, "msg")
+        assert type(err).__name__ == name and err.code == code
+        assert isinstance(err, StoreError) and err.message == "msg"
+        assert getattr(loaderx, name) is type(err)
+    assert type(error_from_code(-99, "x")) is StoreError
+
+
+def test_builtin_bases_let_generic_handlers_catch():
+    assert issubclass(loaderx.IndexOutOfRangeError, IndexError)
+    assert issubclass(loaderx.InvalidArgumentError, ValueError)
+    assert issubclass(loaderx.StoreNotFoundError, FileNotFoundError)
+    assert issubclass(loaderx.StoreExistsError, FileExistsError)
+    assert issubclass(loaderx.NoSpaceError, OSError)
+    assert issubclass(loaderx.StoreMemoryError, MemoryError)
+
+
+def test_exception_carries_the_library_message():
+    with pytest.raises(StoreNotFoundError) as exc:
+        DenseStore.open("missing/store")
+    assert exc.value.code == -5
+    assert "missing/store" in str(exc.value)
+    assert str(exc.value).startswith("ZR_ENOTSTORE")
+    DenseStore.create("d", np.int8).close()
+    with pytest.raises(StoreExistsError) as exc:
+        RaggedStore.create("d", np.int8)
+    assert "ZR_EEXIST" in str(exc.value) and "d" in str(exc.value)
+
+
+def test_busy_store_raises_busy():
+    ds = DenseStore.create("d", np.int8)
+    with pytest.raises(StoreBusyError) as exc:
+        DenseStore.open("d")
+    assert exc.value.code == -7
+    ds.close()
+
+
+def test_corrupt_identity_raises_corrupt():
+    DenseStore.create("d", np.float32, (2,)).close()
+    with open(os.path.join("d", "store.zr"), "wb") as f:
+        f.write(b"\x81\xa5dtype\xa3<q9")     # {"dtype": "<q9"}: no such dtype
+    with pytest.raises(CorruptStoreError) as exc:
+        DenseStore.open("d")
+    assert "store.zr" in str(exc.value)
+
+
+def test_corrupt_record_raises_corrupt_on_read():
+    with DenseStore.create("d", np.uint8, (64,), codec="zstd") as ds:
+        ds.append(np.full((4, 64), 7, np.uint8))
+    chunk = os.path.join("d", "0.chunk")
+    size = os.path.getsize(chunk)
+    with open(chunk, "r+b") as f:
+        f.write(b"\xff" * size)
+    with DenseStore.open("d", readonly=True) as ds:
+        with pytest.raises(CorruptStoreError):
+            ds[0]
+
+
+@pytest.mark.parametrize("bad, cls", [
+    (np.zeros((3, 2), np.float64), DtypeMismatchError),
+    (np.zeros((3, 2), np.int32), DtypeMismatchError),
+    (np.zeros((3, 3), np.float32), ShapeMismatchError),
+    (np.zeros((3, 2, 1), np.float32), ShapeMismatchError),
+    (np.zeros(2, np.float32), ShapeMismatchError),
+    (np.float32(1), ShapeMismatchError),
+])
+def test_dense_bad_append_writes_nothing(bad, cls):
+    with DenseStore.create("d", np.float32, (2,)) as ds:
+        ds.append(np.ones((5, 2), np.float32))
+        before = ds.stats()
+        with pytest.raises(cls):
+            ds.append(bad)
+        assert ds.stats() == before and len(ds) == 5
+        np.testing.assert_array_equal(ds[:], np.ones((5, 2), np.float32))
+
+
+@pytest.mark.parametrize("bad, cls", [
+    ([np.ones(3, np.int32), np.ones(2, np.int64)], DtypeMismatchError),
+    ([np.ones(3, np.int32), [1, 2]], DtypeMismatchError),
+    ([np.ones(3, np.int32), np.ones(0, np.int32)], EmptyRecordError),
+    ([np.ones(3, np.int32), np.ones((2, 0), np.int32)], EmptyRecordError),
+    ([np.ones(3, np.int32), object()], DtypeMismatchError),
+])
+def test_ragged_bad_record_rejects_the_whole_batch(bad, cls):
+    with RaggedStore.create("r", np.int32) as rs:
+        rs.append([np.arange(4, dtype=np.int32)])
+        before = rs.stats()
+        with pytest.raises(cls):
+            rs.append(bad)
+        assert rs.stats() == before and len(rs) == 1
+
+
+def test_create_refuses_what_the_format_cannot_keep():
+    with pytest.raises(InvalidArgumentError, match="structured"):
+        DenseStore.create("a", np.dtype([("x", "<i4"), ("y", "<f4")]))
+    with pytest.raises(InvalidArgumentError):
+        DenseStore.create("b", object)
+    with pytest.raises(InvalidArgumentError):
+        DenseStore.create("c", "datetime64[s]")
+    with pytest.raises(InvalidArgumentError, match="positive"):
+        DenseStore.create("d", np.int8, (3, 0))
+    with pytest.raises(InvalidArgumentError, match="codec"):
+        DenseStore.create("e", np.int8, codec="lz4")
+    with pytest.raises(InvalidArgumentError, match="dict_bytes"):
+        DenseStore.create("f", np.int8, codec="zstd", dict_bytes=b"x" * 100)
+    # Nothing was created by the refused calls.
+    assert os.listdir(".") == []
+
+
+def test_train_dict_refuses_bad_input():
+    from loaderx.utils import train_dict
+    with pytest.raises(InvalidArgumentError, match="tier"):
+        train_dict(np.zeros((10, 10), np.uint8), tier="huge")
+    with pytest.raises(InvalidArgumentError):
+        train_dict(np.zeros((0, 10), np.uint8))
+    with pytest.raises(loaderx.CodecError):
+        train_dict([b"ab", b"cd"])

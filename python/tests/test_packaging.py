@@ -1,0 +1,155 @@
+"""Where the package finds libloaderx, what it says when it cannot, and the
+offline pip install."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import loaderx
+from loaderx import _lib
+
+PACKAGE = os.path.dirname(os.path.abspath(loaderx.__file__))
+LIBRARY = os.path.realpath(loaderx.library_path)
+PROBE = "import loaderx; print(loaderx.library_path)"
+
+
+def run_python(code, path, **env_changes):
+    """Run code in a fresh interpreter importing from path only."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOADERX_LIBRARY", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    env["PYTHONPATH"] = str(path)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, cwd="/")
+
+
+def copy_package(dest):
+    shutil.copytree(PACKAGE, dest / "loaderx",
+                    ignore=shutil.ignore_patterns("__pycache__", "_libdir.py"))
+
+
+def load(package_dir, **environ):
+    """Run the package's library search for a copy in package_dir."""
+    lib, path = _lib._load(str(package_dir), environ)
+    assert hasattr(lib, "zr_open")
+    return path
+
+
+def test_library_named_by_the_environment_is_the_only_one_tried(tmp_path):
+    copy_package(tmp_path)
+    assert load(tmp_path / "loaderx", LOADERX_LIBRARY=LIBRARY) == LIBRARY
+    wrong = str(tmp_path / "nowhere" / "libloaderx.so")
+    with pytest.raises(ImportError) as exc:
+        load(tmp_path / "loaderx", LOADERX_LIBRARY=wrong)
+    msg = str(exc.value)
+    assert "LOADERX_LIBRARY" in msg
+    assert f"{wrong} (LOADERX_LIBRARY): no such file" in msg
+    # Nothing else was tried.
+    assert "build tree" not in msg and "find_library" not in msg
+
+
+def test_a_file_that_is_not_the_library_is_reported(tmp_path):
+    bogus = tmp_path / "libloaderx.so"
+    bogus.write_bytes(b"not an ELF file")
+    with pytest.raises(ImportError, match=str(bogus)):
+        load(tmp_path, LOADERX_LIBRARY=str(bogus))
+    with pytest.raises(ImportError, match="libc.so.6 .* lacks zr_last_error"):
+        load(tmp_path, LOADERX_LIBRARY="libc.so.6")
+
+
+def test_build_tree_layout_is_found_without_settings(tmp_path):
+    tree = tmp_path / "tree"
+    copy_package(tree / "python")
+    (tree / "lib" / ".libs").mkdir(parents=True)
+    os.symlink(LIBRARY, tree / "lib" / ".libs" / "libloaderx.so.0")
+    assert load(tree / "python" / "loaderx") == \
+        str(tree / "lib" / ".libs" / "libloaderx.so.0")
+
+
+def test_install_prefix_layout_is_found_without_settings(tmp_path):
+    prefix = tmp_path / "prefix"
+    site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" \
+        / "site-packages"
+    copy_package(site)
+    os.symlink(LIBRARY, prefix / "lib" / "libloaderx.so.0")
+    assert load(site / "loaderx") == str(prefix / "lib" / "libloaderx.so.0")
+
+
+def test_recorded_install_libdir_is_found(tmp_path):
+    site = tmp_path / "site"
+    copy_package(site)
+    libdir = tmp_path / "elsewhere"
+    libdir.mkdir()
+    os.symlink(LIBRARY, libdir / "libloaderx.so.0")
+    (site / "loaderx" / "_libdir.py").write_text(
+        f'"""Written by make install."""\n\nLIBDIR = {str(libdir)!r}\n')
+    assert load(site / "loaderx") == str(libdir / "libloaderx.so.0")
+
+
+def test_import_fails_listing_every_place_tried_and_why(tmp_path):
+    # A fresh interpreter, without the settings of the test run, imports a
+    # copy of the package that has no library anywhere near it.
+    site = tmp_path / "alone"
+    copy_package(site)
+    res = run_python(PROBE, site)
+    if res.returncode == 0:
+        # A libloaderx is installed on this system's loader path; then it
+        # must have come from there, not from a folder of this test.
+        assert str(tmp_path) not in res.stdout
+        return
+    err = res.stderr
+    assert "cannot find libloaderx" in err and "LOADERX_LIBRARY" in err
+    for origin in ("build tree", "install prefix", "find_library",
+                   "dynamic loader search path"):
+        assert origin in err, err
+    assert str(tmp_path / "lib" / ".libs" / "libloaderx.so.0") in err
+    assert "no such file" in err
+
+
+def build_tools_env():
+    """The environment in which pip and setuptools import, or skip.
+
+    setuptools replaces distutils with its own copy at import; when a
+    start-up hook of the interpreter has already imported the standard
+    library's distutils, that fails, and SETUPTOOLS_USE_DISTUTILS=stdlib
+    (setuptools' own switch) makes it use the one already loaded.
+    """
+    probe = [sys.executable, "-c", "import pip, setuptools"]
+    for extra in ({}, {"SETUPTOOLS_USE_DISTUTILS": "stdlib"}):
+        env = dict(os.environ, PIP_NO_INPUT="1", **extra)
+        if subprocess.run(probe, env=env, capture_output=True).returncode == 0:
+            return env
+    pytest.skip("pip or setuptools cannot be imported "
+                "(Debian python3-pip, python3-setuptools)")
+
+
+def test_pip_installs_the_package_offline(tmp_path):
+    env = build_tools_env()
+    src = tmp_path / "src"
+    shutil.copytree(os.path.dirname(PACKAGE), src,
+                    ignore=shutil.ignore_patterns("__pycache__", "tests",
+                                                  "gen", "_libdir.py"))
+    target = tmp_path / "target"
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation",
+         "--no-index", "--no-deps", "--disable-pip-version-check",
+         "--no-cache-dir", "--no-compile", "--target", str(target), str(src)],
+        capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    installed = sorted(f for f in os.listdir(target / "loaderx")
+                       if f.endswith(".py"))
+    expected = sorted(f for f in os.listdir(PACKAGE)
+                      if f.endswith(".py") and f != "_libdir.py")
+    assert installed == expected
+    code = ("import numpy as np, loaderx; "
+            f"s = loaderx.DenseStore.create({str(tmp_path / 'st')!r}, np.int8); "
+            "s.append(np.arange(3, dtype=np.int8)); "
+            "print(loaderx.__file__, s[:].tolist())")
+    res = run_python(code, target, LOADERX_LIBRARY=LIBRARY)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[0].startswith(str(target))
+    assert res.stdout.strip().endswith("[0, 1, 2]")
