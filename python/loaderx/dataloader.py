@@ -389,10 +389,17 @@ class DataLoader:
     @property
     def sampler(self):
         """A Sampler that draws exactly this loader's indices, step by step."""
+        h = self._handle
+        with h.next_lock:
+            if h.ptr is None:
+                raise invalid("the DataLoader is closed")
+            # The loader's index space is the streams' length when it was
+            # created, whatever was appended since.
+            n = int(lib.zr_loader_sampler(h.ptr).n)
+            step = int(lib.zr_loader_step(h.ptr))
         seed, rank, world = self._params
-        return Sampler(len(self._handle.stores[0]), self._batch_size,
-                       self._mode, seed=seed, rank=rank, world=world,
-                       start_step=self.step)
+        return Sampler(n, self._batch_size, self._mode, seed=seed, rank=rank,
+                       world=world, start_step=step)
 
     @property
     def closed(self):

@@ -217,6 +217,7 @@ def test_store_read_by_a_loader_cannot_be_closed_or_compacted():
         ds.compact()
     # Appending is allowed; the loader keeps sampling the first 50.
     ds.append(np.arange(50, 60, dtype=np.int32))
+    assert len(ds) == 60 and loader.sampler.n == 50
     assert max(int(next(loader)["d"].max()) for _ in range(20)) < 50
     loader.close()
     ds.delete([0])
