@@ -98,11 +98,17 @@ int zr_intent_write(zr_store *s, int kind, const struct zr_header *h,
         rc = zr_write_all(fd, data, data_len, HEAD_SIZE + elen, name);
     if (rc == 0)
         rc = zr_write_all(fd, tail, 8, HEAD_SIZE + elen + data_len, name);
-    if (rc == 0 && zr_io.fdatasync(fd) != 0)
+    /* A failed fsync is never retried and trusted: the handle stops
+     * writing (the kernel may have dropped the pages it could not write). */
+    if (rc == 0 && zr_io.fdatasync(fd) != 0) {
         rc = zr_err_sys(errno, "syncing %s", name);
+        s->failed = true;
+    }
     /* The folder entry of a new intent.zr must be durable too. */
-    if (rc == 0 && zr_io.fsync(s->dirfd) != 0)
+    if (rc == 0 && zr_io.fsync(s->dirfd) != 0) {
         rc = zr_err_sys(errno, "syncing folder %s", s->path);
+        s->failed = true;
+    }
     if (fd >= 0)
         zr_io.close(fd);
     free(buf);
@@ -117,8 +123,10 @@ int zr_intent_clear(zr_store *s)
         return rc;
     if (zr_io.ftruncate(fd, 0) != 0)
         rc = zr_err_sys(errno, "clearing %s/%s", s->path, ZR_INTENT_FILE);
-    else if (zr_io.fdatasync(fd) != 0)
+    else if (zr_io.fdatasync(fd) != 0) {
         rc = zr_err_sys(errno, "syncing %s/%s", s->path, ZR_INTENT_FILE);
+        s->failed = true;
+    }
     zr_io.close(fd);
     return rc;
 }

@@ -17,7 +17,8 @@
     ZR_SUITE(corrupt) \
     ZR_SUITE(badcall) \
     ZR_SUITE(lock) \
-    ZR_SUITE(concurrency)
+    ZR_SUITE(concurrency) \
+    ZR_SUITE(faultloop)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
