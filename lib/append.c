@@ -126,8 +126,8 @@ static void raw_shard(void *arg, size_t k)
     uint8_t *prefixes = NULL;
     struct iovec *iov = NULL;
     if (src->kind == ZR_RAGGED) {
-        prefixes = malloc(RAW_RUN * 8 * (1 + ZR_MAX_NDIM));
-        iov = malloc(2 * RAW_RUN * sizeof *iov);
+        prefixes = zr_malloc(RAW_RUN * 8 * (1 + ZR_MAX_NDIM));
+        iov = zr_malloc(2 * RAW_RUN * sizeof *iov);
         if (!prefixes || !iov) {
             set_error(c, zr_err(ZR_ENOMEM, "append buffers"));
             goto out;
@@ -168,8 +168,8 @@ static void raw_shard(void *arg, size_t k)
             set_error(c, rc);
     }
 out:
-    free(prefixes);
-    free(iov);
+    zr_free(prefixes);
+    zr_free(iov);
 }
 
 static int raw_window(struct append_ctx *c)
@@ -278,9 +278,9 @@ static void zstd_shard(void *arg, size_t k)
             in = src->base + r * src->width;
         } else {
             if (size > stage_cap) {
-                free(stage);
+                zr_free(stage);
                 stage_cap = size;
-                stage = malloc(stage_cap);
+                stage = zr_malloc(stage_cap);
                 if (!stage) {
                     stage_cap = 0;
                     rc = zr_err(ZR_ENOMEM, "staging record %llu", (unsigned long long)r);
@@ -299,9 +299,9 @@ static void zstd_shard(void *arg, size_t k)
         if (bound > g.cap) {
             /* Room for a full group, or for this one record if larger. */
             size_t want = ZR_MAX(bound, (size_t)GROUP_BYTES);
-            free(g.buf);
+            zr_free(g.buf);
             g.cap = 0;
-            if (!(g.buf = malloc(want))) {
+            if (!(g.buf = zr_malloc(want))) {
                 rc = zr_err(ZR_ENOMEM, "compression buffer for record %llu", (unsigned long long)r);
                 break;
             }
@@ -328,8 +328,8 @@ static void zstd_shard(void *arg, size_t k)
         rc = group_flush(c, &g);
     if (rc != 0)
         set_error(c, rc);
-    free(stage);
-    free(g.buf);
+    zr_free(stage);
+    zr_free(g.buf);
     zr_cctx_put(cctx);
 }
 
@@ -425,8 +425,8 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
         rc = ensure_cdict(s);
     uint64_t wsize = ZR_MIN(n, (uint64_t)WINDOW);
     if (rc == 0 && n > 0) {
-        c.locs = malloc(wsize * sizeof *c.locs);
-        locbuf = malloc(wsize * ZR_LOC_SIZE);
+        c.locs = zr_malloc(wsize * sizeof *c.locs);
+        locbuf = zr_malloc(wsize * ZR_LOC_SIZE);
         if (!c.locs || !locbuf)
             rc = zr_err(ZR_ENOMEM, "append of %llu records", (unsigned long long)n);
     }
@@ -453,8 +453,8 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
     } else if (first) {
         *first = base;
     }
-    free(c.locs);
-    free(locbuf);
+    zr_free(c.locs);
+    zr_free(locbuf);
     pthread_mutex_destroy(&c.err_lock);
     pthread_mutex_unlock(&s->append_lock);
     return rc;

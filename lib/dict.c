@@ -48,16 +48,16 @@ static int train(const void *buf, const size_t *sample_sizes, size_t m, int tier
 {
     size_t cap;
     zr_tier_sizes(tier, &cap, NULL);
-    void *d = malloc(cap);
+    void *d = zr_malloc(cap);
     if (!d)
         return zr_err(ZR_ENOMEM, "dictionary buffer");
     size_t r = ZDICT_trainFromBuffer(d, cap, buf, sample_sizes, (unsigned)m);
     if (ZDICT_isError(r)) {
-        free(d);
+        zr_free(d);
         return zr_err(ZR_ECODEC, "training on %zu records failed (too little or too uniform data?): %s",
                       m, ZDICT_getErrorName(r));
     }
-    void *shrunk = realloc(d, r);
+    void *shrunk = zr_realloc(d, r);
     *dict = shrunk ? shrunk : d;
     *dict_len = r;
     return 0;
@@ -77,8 +77,8 @@ static int train_from(size_t n, const size_t *sizes, int tier,
         return zr_err(ZR_EINVAL, "zr_train_dict: NULL output");
     if (n == 0)
         return zr_err(ZR_EINVAL, "zr_train_dict: no records to train on");
-    size_t *pick = malloc(n * sizeof *pick);
-    size_t *lens = malloc(n * sizeof *lens);
+    size_t *pick = zr_malloc(n * sizeof *pick);
+    size_t *lens = zr_malloc(n * sizeof *lens);
     uint8_t *buf = NULL;
     if (!pick || !lens)
         rc = zr_err(ZR_ENOMEM, "dictionary sample");
@@ -89,16 +89,16 @@ static int train_from(size_t n, const size_t *sizes, int tier,
             lens[j] = ZR_MIN(sizes[pick[j]], budget - used);
             used += lens[j];
         }
-        if (!(buf = malloc(used ? used : 1)))
+        if (!(buf = zr_malloc(used ? used : 1)))
             rc = zr_err(ZR_ENOMEM, "dictionary sample of %zu bytes", used);
     }
     if (rc == 0)
         rc = copy(ctx, pick, m, lens, buf);
     if (rc == 0)
         rc = train(buf, lens, m, tier, dict, dict_len);
-    free(buf);
-    free(lens);
-    free(pick);
+    zr_free(buf);
+    zr_free(lens);
+    zr_free(pick);
     return rc;
 }
 
@@ -124,14 +124,14 @@ ZR_API int zr_train_dict_buffer(const void *buf, size_t width, size_t n, int tie
 {
     if ((!buf && n > 0) || width == 0)
         return zr_err(ZR_EINVAL, "zr_train_dict_buffer: bad buffer");
-    size_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    size_t *sizes = zr_malloc((n ? n : 1) * sizeof *sizes);
     if (!sizes)
         return zr_err(ZR_ENOMEM, "dictionary sample");
     for (size_t k = 0; k < n; k++)
         sizes[k] = width;
     struct mem_src src = {.base = buf, .width = width};
     int rc = train_from(n, sizes, tier, copy_mem, &src, dict, dict_len);
-    free(sizes);
+    zr_free(sizes);
     return rc;
 }
 
@@ -158,9 +158,9 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
         if (zr_loc_get(s, i, &l) != 0)
             return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
         if (l.logic_length > cap) {
-            free(rec);
+            zr_free(rec);
             cap = l.logic_length;
-            if (!(rec = malloc(cap)))
+            if (!(rec = zr_malloc(cap)))
                 return zr_err(ZR_ENOMEM, "reading record %llu", (unsigned long long)i);
         }
         uint64_t zero = 0;
@@ -172,7 +172,7 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
                 zr_report(s, j + 1, m);
         }
     }
-    free(rec);
+    zr_free(rec);
     return rc;
 }
 
@@ -186,7 +186,7 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
         return mrc;
     if (n > SIZE_MAX / sizeof(size_t))
         return zr_err(ZR_ENOMEM, "store too large to sample");
-    size_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    size_t *sizes = zr_malloc((n ? n : 1) * sizeof *sizes);
     if (!sizes)
         return zr_err(ZR_ENOMEM, "dictionary sample");
     int rc = 0;
@@ -198,6 +198,6 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
     }
     if (rc == 0)
         rc = train_from((size_t)n, sizes, tier, copy_store, s, dict, dict_len);
-    free(sizes);
+    zr_free(sizes);
     return rc;
 }

@@ -64,7 +64,7 @@ static void ftable_free(struct zr_ftable *t)
             zr_io.close(f->fd);
     }
     for (int i = 0; i < ZR_DIR_SLOTS; i++)
-        free(atomic_load(&t->blocks[i]));
+        zr_free(atomic_load(&t->blocks[i]));
 }
 
 int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
@@ -77,7 +77,7 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
         return zr_err(ZR_ENOSPC, "%s: the store has reached its file limit", name);
     struct zr_file *block = atomic_load(&t->blocks[id / ZR_DIR_BLOCK]);
     if (!block) {
-        block = calloc(ZR_DIR_BLOCK, sizeof *block);
+        block = zr_calloc(ZR_DIR_BLOCK, sizeof *block);
         if (!block)
             return zr_err(ZR_ENOMEM, "%s", name);
         atomic_store_explicit(&t->blocks[id / ZR_DIR_BLOCK], block, memory_order_release);
@@ -110,12 +110,12 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
 
 static zr_store *store_alloc(const char *path, bool writable)
 {
-    zr_store *s = calloc(1, sizeof *s);
+    zr_store *s = zr_calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->path = strdup(path);
+    s->path = zr_strdup(path);
     if (!s->path) {
-        free(s);
+        zr_free(s);
         return NULL;
     }
     s->dirfd = -1;
@@ -140,7 +140,7 @@ ZR_API void zr_close(zr_store *s)
     ftable_free(&s->segs);
     ZSTD_freeDDict(s->ddict);
     ZSTD_freeCDict(s->cdict);
-    free(s->dict);
+    zr_free(s->dict);
     if (s->metafd >= 0)
         zr_io.close(s->metafd); /* releases the flock */
     if (s->dirfd >= 0)
@@ -148,8 +148,8 @@ ZR_API void zr_close(zr_store *s)
     pthread_mutex_destroy(&s->append_lock);
     pthread_mutex_destroy(&s->frontier_lock);
     pthread_mutex_destroy(&s->map_lock);
-    free(s->path);
-    free(s);
+    zr_free(s->path);
+    zr_free(s);
 }
 
 /* Take the handle's lock on meta.zr: shared or exclusive, never waiting. */
@@ -171,7 +171,7 @@ static int load_dict(zr_store *s)
     if (rc != 0)
         return rc;
     if (s->codec != ZR_CODEC_ZSTD_DICT) {
-        free(buf);
+        zr_free(buf);
         if (buf)
             return zr_err(ZR_ECORRUPT, "%s: dict.zr present in a %s store", s->path,
                           zr_codec_name(s->codec));
@@ -180,7 +180,7 @@ static int load_dict(zr_store *s)
     if (!buf)
         return zr_err(ZR_ECORRUPT, "%s: dict.zr is missing from a zstd_dict store", s->path);
     if (len == 0) {
-        free(buf);
+        zr_free(buf);
         return zr_err(ZR_ECORRUPT, "%s: dict.zr is empty", s->path);
     }
     s->dict = buf;
@@ -337,7 +337,7 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
     if (rc != 0)
         goto fail;
     rc = zr_identity_decode(idbuf, idlen, &s->id);
-    free(idbuf);
+    zr_free(idbuf);
     if (rc != 0)
         goto fail;
     if (s->id.kind == ZR_DENSE) {
@@ -359,7 +359,7 @@ fail:
 /* Create every missing folder of path, like mkdir -p. */
 static int make_dirs(const char *path)
 {
-    char *p = strdup(path);
+    char *p = zr_strdup(path);
     if (!p)
         return zr_err(ZR_ENOMEM, "creating %s", path);
     int rc = 0;
@@ -376,7 +376,7 @@ static int make_dirs(const char *path)
         if (saved == '\0')
             break;
     }
-    free(p);
+    zr_free(p);
     return rc;
 }
 
@@ -461,7 +461,7 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
             rc = zr_err(ZR_ECODEC, "the dictionary is not usable by zstd");
             goto fail;
         }
-        s->dict = malloc(opts->dict_len);
+        s->dict = zr_malloc(opts->dict_len);
         if (!s->dict) {
             rc = zr_err(ZR_ENOMEM, "copying the dictionary");
             goto fail;
@@ -483,7 +483,7 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
         goto fail;
     if ((rc = sync_fd(s->dirfd, ".", path)) != 0)
         goto fail;
-    free(idbuf);
+    zr_free(idbuf);
     if (s->id.kind == ZR_DENSE) {
         s->width = s->id.itemsize;
         for (uint32_t i = 0; i < s->id.ndim; i++)
@@ -493,7 +493,7 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
     *out = s;
     return 0;
 fail:
-    free(idbuf);
+    zr_free(idbuf);
     zr_close(s);
     return rc;
 }

@@ -163,8 +163,8 @@ static int gather_ragged(struct gather_ctx *c)
     size_t *cut = stack_cut;
     int rc = 0;
     if (c->n > STACK_LOCS) {
-        locs = malloc(c->n * sizeof *locs);
-        cut = malloc((c->n + 1) * sizeof *cut);
+        locs = zr_malloc(c->n * sizeof *locs);
+        cut = zr_malloc((c->n + 1) * sizeof *cut);
         if (!locs || !cut) {
             rc = zr_err(ZR_ENOMEM, "gathering %zu records", c->n);
             goto out;
@@ -201,9 +201,9 @@ static int gather_ragged(struct gather_ctx *c)
     zr_pool_run(shards, gather_shard, c);
 out:
     if (locs != stack_locs)
-        free(locs);
+        zr_free(locs);
     if (cut != stack_cut)
-        free(cut);
+        zr_free(cut);
     return rc;
 }
 

@@ -70,7 +70,7 @@ int zr_intent_write(zr_store *s, int kind, const struct zr_header *h,
                     uint64_t data_len)
 {
     uint64_t elen = n * ENTRY_SIZE;
-    uint8_t *buf = malloc(HEAD_SIZE + elen);
+    uint8_t *buf = zr_malloc(HEAD_SIZE + elen);
     if (!buf)
         return zr_err(ZR_ENOMEM, "intent of %llu entries", (unsigned long long)n);
     memcpy(buf, MAGIC, 8);
@@ -111,7 +111,7 @@ int zr_intent_write(zr_store *s, int kind, const struct zr_header *h,
     }
     if (fd >= 0)
         zr_io.close(fd);
-    free(buf);
+    zr_free(buf);
     return rc;
 }
 
@@ -269,7 +269,7 @@ int zr_intent_recover(zr_store *s, int *applied)
     uint64_t size;
     uint8_t *buf = NULL;
     rc = zr_file_size(fd, &size, ZR_INTENT_FILE);
-    if (rc == 0 && size > 0 && size < ((uint64_t)1 << 40) && (buf = malloc(size)) == NULL)
+    if (rc == 0 && size > 0 && size < ((uint64_t)1 << 40) && (buf = zr_malloc(size)) == NULL)
         rc = zr_err(ZR_ENOMEM, "reading %s/intent.zr", s->path);
     if (rc == 0 && buf)
         rc = zr_read_exact(fd, buf, size, 0, ZR_INTENT_FILE);
@@ -289,7 +289,7 @@ int zr_intent_recover(zr_store *s, int *applied)
             *applied = rc == 0;
         }
     }
-    free(buf);
+    zr_free(buf);
     if (rc == 0 && size > 0)
         rc = zr_intent_clear(s);
     return rc;

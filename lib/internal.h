@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "loaderx/loaderx.h"
 
 #define ZR_UNUSED(x) ((void)(x))

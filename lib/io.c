@@ -126,7 +126,7 @@ int zr_read_small_file(int dirfd, const char *name, size_t max, void **buf, size
         rc = zr_err(ZR_ECORRUPT, "%s is %llu bytes, more than the %zu allowed", name,
                     (unsigned long long)size, max);
     if (rc == 0) {
-        data = malloc(size ? size : 1);
+        data = zr_malloc(size ? size : 1);
         if (!data)
             rc = zr_err(ZR_ENOMEM, "reading %s", name);
     }
@@ -134,7 +134,7 @@ int zr_read_small_file(int dirfd, const char *name, size_t max, void **buf, size
         rc = zr_read_exact(fd, data, size, 0, name);
     zr_io.close(fd);
     if (rc != 0) {
-        free(data);
+        zr_free(data);
         return rc;
     }
     *buf = data;

@@ -106,19 +106,19 @@ static void slot_free(zr_loader *ld, struct slot *sl)
         ld->aux_free(sl->b.aux, ld->user);
     for (size_t k = 0; k < ld->nstreams; k++) {
         if (sl->dense)
-            free(sl->dense[k]);
+            zr_free(sl->dense[k]);
         if (sl->rag) {
-            free(sl->rag[k].sizes);
-            free(sl->rag[k].offsets);
-            free(sl->rag[k].views);
-            free(sl->rag[k].buf);
+            zr_free(sl->rag[k].sizes);
+            zr_free(sl->rag[k].offsets);
+            zr_free(sl->rag[k].views);
+            zr_free(sl->rag[k].buf);
         }
     }
-    free(sl->dense);
-    free(sl->rag);
-    free(sl->cols);
-    free(sl->indices);
-    free(sl);
+    zr_free(sl->dense);
+    zr_free(sl->rag);
+    zr_free(sl->cols);
+    zr_free(sl->indices);
+    zr_free(sl);
 }
 
 static void *aligned_or_null(uint64_t bytes)
@@ -135,11 +135,11 @@ static void *aligned_or_null(uint64_t bytes)
 static int slot_new(zr_loader *ld, struct slot **out)
 {
     size_t n = (size_t)ld->sampler.batch, ns = ld->nstreams;
-    struct slot *sl = calloc(1, sizeof *sl);
+    struct slot *sl = zr_calloc(1, sizeof *sl);
     int rc = 0;
-    if (!sl || !(sl->indices = malloc(n * sizeof *sl->indices)) ||
-        !(sl->cols = calloc(ns, sizeof *sl->cols)) || !(sl->dense = calloc(ns, sizeof *sl->dense)) ||
-        !(sl->rag = calloc(ns, sizeof *sl->rag)))
+    if (!sl || !(sl->indices = zr_malloc(n * sizeof *sl->indices)) ||
+        !(sl->cols = zr_calloc(ns, sizeof *sl->cols)) || !(sl->dense = zr_calloc(ns, sizeof *sl->dense)) ||
+        !(sl->rag = zr_calloc(ns, sizeof *sl->rag)))
         rc = ZR_ENOMEM;
     for (size_t k = 0; rc == 0 && k < ns; k++) {
         const struct stream *st = &ld->streams[k];
@@ -148,9 +148,9 @@ static int slot_new(zr_loader *ld, struct slot **out)
                 rc = ZR_ENOMEM;
         } else {
             struct ragged_buf *r = &sl->rag[k];
-            if (!(r->sizes = malloc(n * sizeof *r->sizes)) ||
-                !(r->offsets = malloc(n * sizeof *r->offsets)) ||
-                !(r->views = malloc(n * sizeof *r->views)))
+            if (!(r->sizes = zr_malloc(n * sizeof *r->sizes)) ||
+                !(r->offsets = zr_malloc(n * sizeof *r->offsets)) ||
+                !(r->views = zr_malloc(n * sizeof *r->views)))
                 rc = ZR_ENOMEM;
         }
     }
@@ -195,7 +195,7 @@ static int gather_ragged(const struct stream *st, struct slot *sl, size_t k)
         if (!buf)
             return zr_err(ZR_ENOMEM, "allocating %llu bytes for a batch of stream '%s'",
                           (unsigned long long)total, st->name);
-        free(r->buf);
+        zr_free(r->buf);
         r->buf = buf;
         r->cap = cap;
     }
@@ -356,7 +356,7 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
             (!zr_mul_ok(sm.batch, zr_record_width(stores[k]), &bytes) || bytes > SIZE_MAX))
             return zr_err(ZR_ENOMEM, "a batch of stream '%s' does not fit in memory", names[k]);
 
-    zr_loader *ld = calloc(1, sizeof *ld);
+    zr_loader *ld = zr_calloc(1, sizeof *ld);
     if (!ld)
         return zr_err(ZR_ENOMEM, "allocating a loader");
     ld->sampler = sm;
@@ -370,9 +370,9 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
     pthread_mutex_init(&ld->lock, NULL);
     pthread_cond_init(&ld->work_cv, NULL);
     pthread_cond_init(&ld->ready_cv, NULL);
-    ld->streams = calloc(nstreams, sizeof *ld->streams);
-    ld->ring = calloc(depth, sizeof *ld->ring);
-    ld->threads = calloc(nthreads, sizeof *ld->threads);
+    ld->streams = zr_calloc(nstreams, sizeof *ld->streams);
+    ld->ring = zr_calloc(depth, sizeof *ld->ring);
+    ld->threads = zr_calloc(nthreads, sizeof *ld->threads);
     if (!ld->streams || !ld->ring || !ld->threads)
         rc = zr_err(ZR_ENOMEM, "allocating a loader");
     for (size_t k = 0; rc == 0 && k < nstreams; k++) {
@@ -381,7 +381,7 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
         st->kind = zr_kind(stores[k]);
         st->width = zr_record_width(stores[k]);
         st->itemsize = zr_itemsize(stores[k]);
-        if (!(st->name = strdup(names[k])))
+        if (!(st->name = zr_strdup(names[k])))
             rc = zr_err(ZR_ENOMEM, "allocating a loader");
     }
     for (unsigned t = 0; rc == 0 && t < nthreads; t++) {
@@ -484,12 +484,12 @@ ZR_API void zr_loader_destroy(zr_loader *ld)
         sl = next;
     }
     for (size_t k = 0; ld->streams && k < ld->nstreams; k++)
-        free(ld->streams[k].name);
-    free(ld->streams);
-    free(ld->ring);
-    free(ld->threads);
+        zr_free(ld->streams[k].name);
+    zr_free(ld->streams);
+    zr_free(ld->ring);
+    zr_free(ld->threads);
     pthread_cond_destroy(&ld->ready_cv);
     pthread_cond_destroy(&ld->work_cv);
     pthread_mutex_destroy(&ld->lock);
-    free(ld);
+    zr_free(ld);
 }

@@ -166,8 +166,8 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
         if (idx[k] >= len)
             rc = zr_err(ZR_ERANGE, "%s: index %llu (position %zu) is out of range for %llu records",
                         s->path, (unsigned long long)idx[k], k, (unsigned long long)len);
-    if (rc == 0 && (!(t = malloc(n * sizeof *t)) || !(val = malloc(n * sizeof *val)) ||
-                    !(mod = calloc(n, sizeof *mod))))
+    if (rc == 0 && (!(t = zr_malloc(n * sizeof *t)) || !(val = zr_malloc(n * sizeof *val)) ||
+                    !(mod = zr_calloc(n, sizeof *mod))))
         rc = zr_err(ZR_ENOMEM, "delete of %zu records", n);
     size_t m = 0;
     if (rc == 0) {
@@ -223,9 +223,9 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
         }
     }
 out:
-    free(t);
-    free(val);
-    free(mod);
+    zr_free(t);
+    zr_free(val);
+    zr_free(mod);
     pthread_mutex_unlock(&s->append_lock);
     return rc;
 }
@@ -352,9 +352,9 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         rc = zr_engine_sync_locked(s);
     if (rc == 0)
         rc = zr_ensure_mapped(s);
-    if (rc == 0 && (!(v = malloc((len ? len : 1) * sizeof *v)) ||
-                    !(b.e = malloc(BATCH_ENTRIES * sizeof *b.e)) ||
-                    !(b.data = malloc(BATCH_BYTES))))
+    if (rc == 0 && (!(v = zr_malloc((len ? len : 1) * sizeof *v)) ||
+                    !(b.e = zr_malloc(BATCH_ENTRIES * sizeof *b.e)) ||
+                    !(b.data = zr_malloc(BATCH_BYTES))))
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
     b.cap = BATCH_BYTES;
     for (uint64_t i = 0; i < len && rc == 0; i++) {
@@ -390,7 +390,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
             zr_report(s, k, len);
         }
         if (v[k].phys > b.cap) {
-            uint8_t *bigger = realloc(b.data, v[k].phys);
+            uint8_t *bigger = zr_realloc(b.data, v[k].phys);
             if (!bigger) {
                 rc = zr_err(ZR_ENOMEM, "compaction buffer");
                 break;
@@ -430,9 +430,9 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     }
     if (res)
         *res = r;
-    free(v);
-    free(b.e);
-    free(b.data);
+    zr_free(v);
+    zr_free(b.e);
+    zr_free(b.data);
     pthread_mutex_unlock(&s->append_lock);
     return rc;
 }

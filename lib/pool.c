@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "pool.h"
 
 struct job {
@@ -121,7 +122,7 @@ static void atfork_child(void)
     pthread_cond_init(&done_cv, NULL);
     queue_head = queue_tail = NULL;
     nthreads = 0;
-    free(workers);
+    zr_free(workers);
     workers = NULL;
     nworkers = 0;
 }
@@ -133,7 +134,7 @@ static void start_locked(void)
         atfork_registered = true;
     }
     int want = cpu_count();
-    workers = calloc((size_t)want, sizeof *workers);
+    workers = zr_calloc((size_t)want, sizeof *workers);
     nworkers = 0;
     for (int i = 1; workers && i < want; i++) {
         if (pthread_create(&workers[nworkers], NULL, worker, NULL) != 0)
@@ -151,7 +152,7 @@ __attribute__((destructor)) static void pool_stop(void)
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < nworkers; i++)
         pthread_join(workers[i], NULL);
-    free(workers);
+    zr_free(workers);
     workers = NULL;
     nworkers = 0;
 }

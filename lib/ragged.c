@@ -117,11 +117,11 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
     if (!out)
         return zr_err(ZR_EINVAL, "zr_gather_ragged_alloc: NULL out");
     *out = NULL;
-    zr_ragged_batch *b = calloc(1, sizeof *b);
-    uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
-    uint64_t *offsets = malloc((n ? n : 1) * sizeof *offsets);
+    zr_ragged_batch *b = zr_calloc(1, sizeof *b);
+    uint64_t *sizes = zr_malloc((n ? n : 1) * sizeof *sizes);
+    uint64_t *offsets = zr_malloc((n ? n : 1) * sizeof *offsets);
     int rc = 0;
-    if (!b || !sizes || !offsets || !(b->recs = calloc(n ? n : 1, sizeof *b->recs)))
+    if (!b || !sizes || !offsets || !(b->recs = zr_calloc(n ? n : 1, sizeof *b->recs)))
         rc = zr_err(ZR_ENOMEM, "allocating a batch of %zu records", n);
     if (rc == 0)
         rc = zr_ragged_sizes(s, idx, n, sizes);
@@ -130,14 +130,14 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
         offsets[k] = total;
         total += (sizes[k] + 7) & ~(uint64_t)7; /* keep payloads 8-byte aligned */
     }
-    if (rc == 0 && (total > SIZE_MAX || !(b->buf = malloc(total ? total : 1))))
+    if (rc == 0 && (total > SIZE_MAX || !(b->buf = zr_malloc(total ? total : 1))))
         rc = zr_err(ZR_ENOMEM, "allocating %llu bytes for a batch", (unsigned long long)total);
     if (rc == 0)
         rc = zr_gather_ragged(s, idx, n, b->buf, offsets);
     for (size_t k = 0; rc == 0 && k < n; k++)
         rc = zr_ragged_view((uint8_t *)b->buf + offsets[k], sizes[k], s->id.itemsize, &b->recs[k]);
-    free(sizes);
-    free(offsets);
+    zr_free(sizes);
+    zr_free(offsets);
     if (rc != 0) {
         zr_ragged_batch_free(b);
         return rc;
@@ -151,7 +151,7 @@ ZR_API void zr_ragged_batch_free(zr_ragged_batch *b)
 {
     if (!b)
         return;
-    free(b->recs);
-    free(b->buf);
-    free(b);
+    zr_free(b->recs);
+    zr_free(b->buf);
+    zr_free(b);
 }

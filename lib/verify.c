@@ -107,9 +107,9 @@ static void decode_block(void *arg, size_t k)
         char file[32];
         snprintf(file, sizeof file, "%u.chunk", l.chunk_id);
         if (l.logic_length > cap) {
-            free(buf);
+            zr_free(buf);
             cap = l.logic_length;
-            if (!(buf = malloc(cap))) {
+            if (!(buf = zr_malloc(cap))) {
                 cap = 0;
                 problem(c, file, i, "out of memory decoding the record");
                 continue;
@@ -141,7 +141,7 @@ static void decode_block(void *arg, size_t k)
             problem(c, file, i, "shape prefix is inconsistent with the record's %u bytes",
                     l.logic_length);
     }
-    free(buf);
+    zr_free(buf);
     zr_dctx_put(dctx);
 }
 
@@ -164,7 +164,7 @@ static void check_overlaps(struct scan *c)
     uint64_t m = 0;
     for (uint64_t i = 0; i < c->len; i++)
         m += c->ok[i];
-    struct span *v = malloc((m ? m : 1) * sizeof *v);
+    struct span *v = zr_malloc((m ? m : 1) * sizeof *v);
     if (!v) {
         problem(c, "", UINT64_MAX, "out of memory for the overlap check");
         return;
@@ -185,15 +185,15 @@ static void check_overlaps(struct scan *c)
             snprintf(file, sizeof file, "%u.chunk", v[k].chunk);
             problem(c, file, v[k].index, "overlaps record %llu", (unsigned long long)v[k - 1].index);
         }
-    free(v);
+    zr_free(v);
 }
 
 ZR_API void zr_verify_report_free(zr_verify_report *r)
 {
     if (!r)
         return;
-    free(r->problems);
-    free(r);
+    zr_free(r->problems);
+    zr_free(r);
 }
 
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
@@ -205,13 +205,13 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     int mrc = zr_ensure_mapped(s);
     if (mrc != 0)
         return mrc;
-    c.r = calloc(1, sizeof *c.r);
+    c.r = zr_calloc(1, sizeof *c.r);
     if (c.r)
-        c.r->problems = calloc(MAX_LISTED, sizeof *c.r->problems);
-    c.ok = calloc(c.len ? c.len : 1, 1);
+        c.r->problems = zr_calloc(MAX_LISTED, sizeof *c.r->problems);
+    c.ok = zr_calloc(c.len ? c.len : 1, 1);
     if (!c.r || !c.r->problems || !c.ok) {
         zr_verify_report_free(c.r);
-        free(c.ok);
+        zr_free(c.ok);
         return zr_err(ZR_ENOMEM, "verifying %s", s->path);
     }
     pthread_mutex_init(&c.lock, NULL);
@@ -232,7 +232,7 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     check_overlaps(&c);
     c.r->records_checked = c.len;
     pthread_mutex_destroy(&c.lock);
-    free(c.ok);
+    zr_free(c.ok);
     *out = c.r;
     if (c.r->nproblems == 0)
         return 0;

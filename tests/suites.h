@@ -18,7 +18,8 @@
     ZR_SUITE(badcall) \
     ZR_SUITE(lock) \
     ZR_SUITE(concurrency) \
-    ZR_SUITE(faultloop)
+    ZR_SUITE(faultloop) \
+    ZR_SUITE(oom)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
