@@ -19,7 +19,8 @@
     ZR_SUITE(lock) \
     ZR_SUITE(concurrency) \
     ZR_SUITE(faultloop) \
-    ZR_SUITE(oom)
+    ZR_SUITE(oom) \
+    ZR_SUITE(powercut)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
