@@ -39,7 +39,7 @@
 #define REPS 7
 #define RECORDS 1000u
 #define LOADER_BATCH 256u
-#define LOADER_STEPS 12u
+#define LOADER_REP_NS 500e6 /* each loader repetition runs for at least this long */
 #define LOADER_REPS 5
 
 static const uint64_t item_shape[3] = {3, 224, 224};
@@ -68,6 +68,24 @@ static long peak_rss_kib(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss;
+}
+
+/* The process's current resident memory in KiB from /proc/self/status:
+ * anonymous (heap, buffers) and file-backed (mapped store chunks, which the
+ * kernel may drop at any time and which ru_maxrss counts as well). */
+static void current_rss_kib(long *anon, long *file)
+{
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    *anon = *file = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "RssAnon:", 8) == 0)
+            *anon = strtol(line + 8, NULL, 10);
+        else if (strncmp(line, "RssFile:", 8) == 0)
+            *file = strtol(line + 8, NULL, 10);
+    }
+    if (f)
+        fclose(f);
 }
 
 static int fail(const char *what, int rc)
@@ -156,21 +174,22 @@ static int bench_plain(zr_store *s, const char *codec)
     double bps[LOADER_REPS];
     uint64_t step = 0;
     for (int r = -1; rc == 0 && r < LOADER_REPS; r++) {
-        double t0 = now_ns();
-        for (unsigned k = 0; rc == 0 && k < LOADER_STEPS; k++, step++) {
+        double t0 = now_ns(), t = t0;
+        unsigned k = 0;
+        for (; rc == 0 && t - t0 < LOADER_REP_NS; k++, step++, t = now_ns()) {
             rc = zr_sampler_batch(&sm, step, idx);
             if (rc == 0)
                 rc = zr_gather_dense(s, idx, LOADER_BATCH, dst);
         }
         /* Repetition -1 only warms the page cache and the thread pool. */
         if (r >= 0)
-            bps[r] = LOADER_STEPS / ((now_ns() - t0) / 1e9);
+            bps[r] = k / ((t - t0) / 1e9);
     }
     free(idx);
     free(dst);
     if (rc != 0)
         return fail("plain loop", rc);
-    printf("plain %s %.3f\n", codec, median(bps, LOADER_REPS));
+    printf("plain %s %.3f %ld\n", codec, median(bps, LOADER_REPS), peak_rss_kib());
     return 0;
 }
 
@@ -180,21 +199,28 @@ static int bench_loader(zr_store *s, const char *codec, unsigned depth)
     const char *names[1] = {"image"};
     zr_loader *ld = NULL;
     double bps[LOADER_REPS];
+    long anon = 0, file = 0, a, f;
     int rc = zr_loader_create(&ld, &s, names, 1, &opts);
     for (int r = -1; rc == 0 && r < LOADER_REPS; r++) {
-        double t0 = now_ns();
-        for (unsigned k = 0; rc == 0 && k < LOADER_STEPS; k++) {
+        double t0 = now_ns(), t = t0;
+        unsigned k = 0;
+        for (; rc == 0 && t - t0 < LOADER_REP_NS; k++, t = now_ns()) {
             zr_batch *b = NULL;
             rc = zr_loader_next(ld, &b);
             zr_batch_release(b);
         }
         if (r >= 0)
-            bps[r] = LOADER_STEPS / ((now_ns() - t0) / 1e9);
+            bps[r] = k / ((t - t0) / 1e9);
+        /* Sampled while the loader's workers are still filling buffers. */
+        current_rss_kib(&a, &f);
+        anon = a > anon ? a : anon;
+        file = f > file ? f : file;
     }
     zr_loader_destroy(ld);
     if (rc != 0)
         return fail("loader", rc);
-    printf("loader %s %u %.3f %ld\n", codec, depth, median(bps, LOADER_REPS), peak_rss_kib());
+    printf("loader %s %u %.3f %ld %ld %ld\n", codec, depth, median(bps, LOADER_REPS),
+           peak_rss_kib(), anon, file);
     return 0;
 }
 
@@ -230,6 +256,8 @@ static int bench_loaders(void)
             int rc = zr_open(&s, path, ZR_RDONLY);
             status = rc == 0 ? 0 : fail("zr_open", rc);
         }
+        if (status == 0)
+            printf("rss_written %s %ld\n", codecs[c].name, peak_rss_kib());
         if (status == 0)
             status = bench_plain(s, codecs[c].name);
         if (status == 0)

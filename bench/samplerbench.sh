@@ -36,7 +36,7 @@ awk -v nproc="$(nproc)" -v cpu="$cpu" -v load="$load" '
 $1 == "sampler" { s[$2, $3] = $4 }
 $1 == "numpy"   { np[$3] = $4 }
 $1 == "plain"   { plain[$2] = $3 }
-$1 == "loader"  { ld[$2, $3] = $4; rss[$2, $3] = $5 }
+$1 == "loader"  { ld[$2, $3] = $4; rss[$2, $3] = $5; anon[$2, $3] = $6; file[$2, $3] = $7 }
 $1 == "rss_start" { rss0 = $2 }
 END {
     print "# Sampler and loader benchmarks"
@@ -70,17 +70,25 @@ END {
     print "and read with a warm page cache; batch 256 (36.75 MiB), iid sampling, no"
     print "transform, one worker thread. The plain loop is zr_sampler_batch followed by"
     print "zr_gather_dense into one reused buffer on the calling thread; the ratio is"
-    print "loader / plain (the target is at least 0.9). Peak RSS is getrusage ru_maxrss"
-    print "after that loader has run, against the bound (depth + 1) x 37 MiB + 64 MiB."
+    print "loader / plain (the target is at least 0.9). Each repetition runs for at"
+    print "least half a second after one warm-up repetition."
+    print ""
+    print "Memory: peak RSS is getrusage ru_maxrss after that loader has run. It is"
+    print "the peak of the whole process so far (raw runs first, then zstd), and it"
+    print "counts the store chunk pages the library maps (the raw store is 143 MiB),"
+    print "which the kernel may drop at will. The anonymous and file-backed resident"
+    print "sizes (RssAnon, RssFile from /proc/self/status, largest sample taken after"
+    print "each repetition while the loader runs) separate the two. The bound for the"
+    print "memory the loader owns is (depth + 1) x 37 MiB + 64 MiB."
     printf "Peak RSS before any store was written: %.1f MiB.\n", rss0 / 1024
     print ""
-    print "| codec | plain | depth | loader | ratio | peak RSS (MiB) | bound (MiB) |"
-    print "|-------|------:|------:|-------:|------:|---------------:|------------:|"
+    print "| codec | plain | depth | loader | ratio | peak RSS (MiB) | anon (MiB) | file (MiB) | bound (MiB) |"
+    print "|-------|------:|------:|-------:|------:|---------------:|-----------:|-----------:|------------:|"
     split("raw zstd", C, " ")
     split("2 4", D, " ")
     for (i = 1; i <= 2; i++)
         for (j = 1; j <= 2; j++) {
             c = C[i]; d = D[j]
-            printf "| %s | %.2f | %s | %.2f | %.2f | %.1f | %d |\n", c, plain[c], d, ld[c, d], ld[c, d] / plain[c], rss[c, d] / 1024, (d + 1) * 37 + 64
+            printf "| %s | %.2f | %s | %.2f | %.2f | %.1f | %.1f | %.1f | %d |\n", c, plain[c], d, ld[c, d], ld[c, d] / plain[c], rss[c, d] / 1024, anon[c, d] / 1024, file[c, d] / 1024, (d + 1) * 37 + 64
         }
 }' "$out"
