@@ -314,11 +314,16 @@ static int run_workload(const struct options *opt, const struct workload *w, con
         if (ROWS[r].threads == 1 && all == 1)
             continue;
         dirs[r] = join(wdir, ROW_NAMES[ROWS[r].kind]);
+        /* The zstd limits mirror a store written earlier in ROWS. */
         const char *peer = NULL;
-        if (ROWS[r].kind == BK_ZSTD_LIMIT)
-            peer = dirs[1] ? dirs[1] : NULL;
-        if (ROWS[r].kind == BK_ZSTD_DICT_LIMIT)
-            peer = dirs[2];
+        enum backend_kind pk = ROWS[r].kind == BK_ZSTD_LIMIT        ? BK_ZRECORD_ZSTD
+                               : ROWS[r].kind == BK_ZSTD_DICT_LIMIT ? BK_ZRECORD_ZSTDICT
+                                                                    : ROWS[r].kind;
+        for (size_t q = 0; q < r && pk != ROWS[r].kind; q++)
+            if (on[q] && ROWS[q].kind == pk)
+                peer = dirs[q];
+        if (ROWS[r].kind == BK_ZSTD_DICT_LIMIT && !peer)
+            continue;
         if (backend_init(&bk[r], ROWS[r].kind, ROWS[r].threads, dirs[r], peer) != 0) {
             fprintf(stderr, "zrbench: cannot set up %s\n", ROW_NAMES[ROWS[r].kind]);
             rc = -1;
