@@ -201,7 +201,7 @@ void team_run(struct team *t, size_t nshards, void (*fn)(void *ctx, size_t k), v
 
 void team_shutdown(void)
 {
-    for (int n = 2; n <= 1024; n++) {
+    for (int n = 1; n <= 1024; n++) {
         struct team *t = teams[n];
         if (!t)
             continue;
@@ -215,8 +215,6 @@ void team_shutdown(void)
         free(t);
         teams[n] = NULL;
     }
-    free(teams[1]);
-    teams[1] = NULL;
 }
 
 static int all_threads(int threads)
