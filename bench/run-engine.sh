@@ -130,6 +130,13 @@ Large buffers (records, limit buffers, batch buffers) are 2 MiB-aligned and
 advised for transparent huge pages, the same for every row; the page cache
 maps the chunk files with huge pages on its own on this kernel.
 
+The machine is shared with other jobs, so the timed regions (every gather
+pass, and every write except the slow `zrecord-zstdict` one) run at nice -20
+when the process may raise its priority (it may as root; `--no-boost` turns
+this off): the other jobs then disturb them less, without being starved
+for the long dictionary writes. The report says which applied, and gives
+the load average at the start and the end.
+
 **Procedure.** Stores live in a fresh folder under `/var/tmp` on the local
 disk (the program refuses tmpfs). Writes go through the page cache and are
 not synced inside the timed region; the file system is flushed (`syncfs`)
