@@ -130,11 +130,11 @@ Large buffers (records, limit buffers, batch buffers) are 2 MiB-aligned and
 advised for transparent huge pages, the same for every row; the page cache
 maps the chunk files with huge pages on its own on this kernel.
 
-The machine is shared with other jobs, so the timed regions (every gather
-pass, and every write except the slow `zrecord-zstdict` one) run at nice -20
-when the process may raise its priority (it may as root; `--no-boost` turns
-this off): the other jobs then disturb them less, without being starved
-for the long dictionary writes. The report says which applied, and gives
+The machine is shared with other jobs, so the whole run takes nice -20 when
+the process may raise its priority (it may as root; `--no-boost` turns this
+off). The other jobs then disturb the measurements less; the run uses the
+same CPU time either way, it just takes it sooner (most of it goes to the
+level-19 `zrecord-zstdict` writes). The report says which applied and gives
 the load average at the start and the end.
 
 **Procedure.** Stores live in a fresh folder under `/var/tmp` on the local

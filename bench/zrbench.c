@@ -16,8 +16,8 @@
  * gathers run on a warm page cache.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -89,6 +89,20 @@ struct wl_result {
     struct result rows[NROWS];
     size_t nrows;
 };
+
+/* Progress on stderr, stamped with the seconds since the start. */
+static double g_start;
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[%7.1f s] ", now_seconds() - g_start);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
 
 /* ---- Selection ------------------------------------------------------ */
 
@@ -182,43 +196,14 @@ static char *join(const char *a, const char *b)
 
 /* ---- Priority ------------------------------------------------------- */
 
-/* On a machine shared with other jobs, the timed regions run at the
- * highest CPU priority the process may take, so that the other jobs
- * disturb them less; everything else runs at the starting priority. On
- * Linux a nice value belongs to a thread, so every thread of the process
- * (the library's pool and the limits' teams included) is set. */
-static int g_base_nice;
-static bool g_boost_ok;
-
-static void set_nice_all(int value)
+/* On a machine shared with other jobs, the whole run takes the highest CPU
+ * priority the process may have (nice -20), so that the other jobs disturb
+ * the measurements less. It is set before any thread starts, so the
+ * library's pool, the limits' teams and the corpus reader inherit it. The
+ * run uses the same CPU time either way; it just takes it sooner. */
+static bool raise_priority(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            setpriority(PRIO_PROCESS, (id_t)atoi(e->d_name), value);
-    closedir(d);
-}
-
-static void boost(const struct options *o, bool on)
-{
-    if (o->boost && g_boost_ok)
-        set_nice_all(on ? -20 : g_base_nice);
-}
-
-/* Whether this process may raise its priority (root or CAP_SYS_NICE). */
-static bool boost_probe(void)
-{
-    errno = 0;
-    g_base_nice = getpriority(PRIO_PROCESS, 0);
-    if (errno != 0)
-        return false;
-    if (setpriority(PRIO_PROCESS, 0, -20) != 0)
-        return false;
-    setpriority(PRIO_PROCESS, 0, g_base_nice);
-    return true;
+    return setpriority(PRIO_PROCESS, 0, -20) == 0;
 }
 
 /* ---- Validation ----------------------------------------------------- */
@@ -393,13 +378,11 @@ static int run_workload(const struct options *opt, const struct workload *w, con
         for (int k = 0; k < reps; k++) {
             rmtree(b->dir);
             settle(wdir);
-            fprintf(stderr, "  %-16s %dT write %d/%d\n", b->name, b->threads, k + 1, reps);
-            if (!b->write_once)
-                boost(opt, true);
+            progress("%s: %s, %d thread%s: write %d/%d", w->name, b->name, b->threads,
+                     b->threads == 1 ? "" : "s", k + 1, reps);
             double t0 = now_seconds();
             int wrc = b->ops->write(b, w);
             t[k] = now_seconds() - t0;
-            boost(opt, false);
             if (wrc != 0) {
                 fprintf(stderr, "zrbench: %s/%s: write failed\n", w->name, b->name);
                 rc = -1;
@@ -427,7 +410,8 @@ static int run_workload(const struct options *opt, const struct workload *w, con
     for (size_t r = 0; r < NROWS; r++) {
         if (!on[r])
             continue;
-        fprintf(stderr, "  %-16s %dT validate\n", bk[r].name, bk[r].threads);
+        progress("%s: %s, %d thread%s: validate", w->name, bk[r].name, bk[r].threads,
+                 bk[r].threads == 1 ? "" : "s");
         if (bk[r].ops->prepare(&bk[r], w) != 0 || validate(&bk[r], w, &o) != 0) {
             fprintf(stderr, "zrbench: %s/%s: validation failed\n", w->name, bk[r].name);
             rc = -1;
@@ -438,10 +422,8 @@ static int run_workload(const struct options *opt, const struct workload *w, con
     /* Time: every pass visits every backend in turn. */
     struct pass cur[NROWS];
     for (int p = 0; p < opt->passes; p++) {
-        fprintf(stderr, "  gather pass %d/%d\n", p + 1, opt->passes);
-        boost(opt, true);
+        progress("%s: gather pass %d/%d", w->name, p + 1, opt->passes);
         int prc = timed_pass(bk, on, NROWS, w, &o, lat, cur);
-        boost(opt, false);
         if (prc != 0) {
             rc = -1;
             goto done;
@@ -515,6 +497,8 @@ static void print_table(const struct wl_result *res)
         char wr[32], disk[48];
         if (x->no_write)
             snprintf(wr, sizeof wr, "—");
+        else if (x->write_mibs < 10)
+            snprintf(wr, sizeof wr, "%.1f MiB/s", x->write_mibs);
         else
             snprintf(wr, sizeof wr, "%.0f MiB/s", x->write_mibs);
         fmt_bytes(disk, sizeof disk, x->footprint);
@@ -638,9 +622,8 @@ static void usage(FILE *to)
             "NAME is a workload (dense-vision ragged-vision dense-tokens ragged-tokens)\n"
             "or a row (zrecord-raw zrecord-zstd zrecord-zstdict memcpy-limit zstd-limit\n"
             "zstd-dict-limit). Stores go to a temporary folder under DIR (default\n"
-            "/var/tmp), which must be on a local disk, not tmpfs. The timed regions\n"
-            "run at nice -20 when the process may raise its priority (--no-boost:\n"
-            "never); the slow zrecord-zstdict write always runs at normal priority.\n");
+            "/var/tmp), which must be on a local disk, not tmpfs. The run takes nice\n"
+            "-20 when the process may raise its priority (--no-boost: never).\n");
 }
 
 int main(int argc, char **argv)
@@ -724,18 +707,19 @@ int main(int argc, char **argv)
     if (opt.quick)
         sz = (struct sizes){.images = 100, .tokens = 10000, .vision_batches = 10, .token_batches = 20};
 
-    g_boost_ok = boost_probe();
+    g_start = now_seconds();
+    bool boosted = opt.boost && raise_priority();
     print_machine(tmp);
     printf("Run: %s, %d timed gather passes per row (median reported), %d write repetitions "
-           "(median; zrecord-zstdict written once), batch %d, seed %llu; timed regions %s.\n\n",
+           "(median; zrecord-zstdict written once), batch %d, seed %llu; %s.\n\n",
            opt.quick ? "--quick" : "full size", opt.passes, opt.write_reps, BENCH_BATCH,
            (unsigned long long)opt.seed,
-           !opt.boost    ? "at normal priority (--no-boost)"
-           : g_boost_ok ? "at nice -20 (the zrecord-zstdict write at normal priority)"
-                        : "at normal priority (raising it was not permitted)");
+           boosted      ? "run at nice -20"
+           : opt.boost ? "run at normal priority (raising it was not permitted)"
+                       : "run at normal priority (--no-boost)");
     fflush(stdout);
 
-    double t_start = now_seconds();
+    double t_start = g_start;
     struct wl_result res[4];
     size_t nres = 0;
     int rc = 0;
@@ -747,7 +731,7 @@ int main(int argc, char **argv)
             continue;
         struct workload *w = &wv;
         double t0 = now_seconds();
-        fprintf(stderr, "%s: making the records\n", name);
+        progress("%s: making the records", name);
         if (k == 0)
             rc = wl_dense_vision(&wv, &sz, opt.seed);
         else if (k == 1)
@@ -763,7 +747,7 @@ int main(int argc, char **argv)
             w = k == 2 ? &wtd : &wtr;
         if (rc != 0)
             break;
-        fprintf(stderr, "%s: records ready in %.1f s\n", name, now_seconds() - t0);
+        progress("%s: records ready in %.1f s", name, now_seconds() - t0);
         memset(&res[nres], 0, sizeof res[nres]);
         rc = run_workload(&opt, w, tmp, &res[nres]);
         if (rc == 0) {
