@@ -360,7 +360,8 @@ static void build(size_t p, enum cut how, const char *out)
         char *fp = zt_join(out, d.f[i].name);
         FILE *f = fopen(fp, "wb");
         ck_assert_ptr_nonnull(f);
-        ck_assert_uint_eq(fwrite(d.f[i].data, 1, d.f[i].len, f), d.f[i].len);
+        if (d.f[i].len > 0) /* a file just created has no buffer yet */
+            ck_assert_uint_eq(fwrite(d.f[i].data, 1, d.f[i].len, f), d.f[i].len);
         fclose(f);
         free(fp);
         free(d.f[i].data);
