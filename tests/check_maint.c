@@ -481,7 +481,7 @@ START_TEST(random_operations_match_the_model)
         int op = (int)(r % 100);
         /* Appends outnumber deletes until the store holds about 400
          * records, then the reverse, so every step stays cheap to check. */
-        int append_share = m.len < 400 ? 45 : 25;
+        int append_share = m.len < 400 ? 45 : 20;
         if (op < append_share || m.len < 5) {
             uint64_t ids[24];
             uint64_t n = 1 + (r >> 8) % 24;
@@ -490,8 +490,8 @@ START_TEST(random_operations_match_the_model)
             ZR_OK_CALL(zt_append_ids(s, ids, n, MAXREC));
             zt_model_append(&m, ids, n);
         } else if (op < 80) {
-            uint64_t idx[8];
-            size_t n = 1 + (size_t)((r >> 8) % 8);
+            uint64_t idx[16];
+            size_t n = 1 + (size_t)((r >> 8) % (m.len < 400 ? 8 : 16));
             for (size_t k = 0; k < n; k++)
                 idx[k] = zt_mix(r + k) % m.len;
             ZR_OK_CALL(zr_delete(s, idx, n));
