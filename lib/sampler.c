@@ -7,8 +7,9 @@
  * state carried between steps: resuming a run is asking for its step, and
  * a batch costs the same at step 10^12 as at step 0. For that the random
  * modes use counter-based randomness: a 64-bit key derived from the seed is
- * mixed with the step (and, for iid, the position) by the SplitMix64
- * finaliser, a bijective avalanche function, instead of advancing a
+ * mixed with the step by the SplitMix64 finaliser, a bijective avalanche
+ * function, and the position picks a word of a hashed Weyl sequence (iid)
+ * or the input of a keyed permutation (cyclic), instead of advancing a
  * generator. Positions are global (rank * batch + offset) so the shards of
  * all ranks are slices of one global batch.
  */
@@ -90,30 +91,99 @@ static void fill_sequential(const zr_sampler *sm, uint64_t step, uint64_t *out)
 }
 
 /*
+ * The iid words come from a Weyl sequence hashed by one 64x64->128-bit
+ * multiply (the wyrand construction): the word at position p of a step is
+ * mum(s, s ^ WY_XOR) with s = step_key + p * WY_INC, where mum folds the
+ * 128-bit product to 64 bits. It is counter-based like the rest of the
+ * sampler, passes the usual statistical batteries, and costs one multiply,
+ * where the SplitMix64 finaliser takes two, which matters because drawing indices
+ * is a tight loop of nothing else.
+ */
+#define WY_INC 0xa0761d6478bd642full
+#define WY_XOR 0xe7037ed1a0b428dbull
+
+static inline uint64_t wy_word(uint64_t step_key, uint64_t p)
+{
+    uint64_t s = step_key + p * WY_INC;
+    unsigned __int128 m = (unsigned __int128)s * (s ^ WY_XOR);
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+/*
  * Lemire's nearly-divisionless method: the high word of x * n is uniform
  * on [0, n) once the draws whose low word falls below t = 2^64 mod n are
  * rejected, because every output then has exactly floor(2^64 / n)
  * preimages. A rejected draw is replaced by the next word of the position's
  * own chain, mix64(x + GOLDEN), so a retry never borrows another position's
  * randomness and the result stays a function of (seed, step, position).
+ * The threshold (a division) is computed only when the low word falls below
+ * n, which is rare unless n is near 2^64.
  */
-static uint64_t fill_iid(const zr_sampler *sm, uint64_t step, uint64_t *out)
+static inline uint64_t lemire64(uint64_t x, uint64_t n, uint64_t *rejected)
 {
-    uint64_t n = sm->n;
-    uint64_t t = (0 - n) % n;
-    uint64_t rejected = 0;
-    uint64_t step_key = mix64(sm->key + (step + 1) * GOLDEN);
-    uint64_t pos0 = (uint64_t)sm->rank * sm->batch;
-    for (uint64_t i = 0; i < sm->batch; i++) {
-        uint64_t x = mix64(step_key + (pos0 + i + 1) * GOLDEN);
-        unsigned __int128 m = (unsigned __int128)x * n;
+    unsigned __int128 m = (unsigned __int128)x * n;
+    if ((uint64_t)m < n) {
+        uint64_t t = (0 - n) % n;
         while ((uint64_t)m < t) {
-            rejected++;
+            (*rejected)++;
             x = mix64(x + GOLDEN);
             m = (unsigned __int128)x * n;
         }
-        out[i] = (uint64_t)(m >> 64);
     }
+    return (uint64_t)(m >> 64);
+}
+
+/* One position of a space below 2^32: half of a word, drawn by the 32-bit
+ * form of the same method. A rejected half continues with the 64-bit form
+ * on its own chain, whose result is uniform too. */
+static inline uint64_t iid32_at(uint64_t step_key, uint64_t p, uint32_t n, uint32_t t,
+                                uint64_t *rejected)
+{
+    uint64_t x = wy_word(step_key, p >> 1);
+    uint32_t h = (p & 1) ? (uint32_t)(x >> 32) : (uint32_t)x;
+    uint64_t m = (uint64_t)h * n;
+    if ((uint32_t)m >= t)
+        return m >> 32;
+    (*rejected)++;
+    return lemire64(mix64(x + ((p & 1) + 1) * GOLDEN), n, rejected);
+}
+
+/* Index spaces below 2^32 (every real dataset) take two indices from each
+ * word; larger ones one. Positions are global, so a shard's draws are the
+ * same whatever the rank's offset. */
+static uint64_t fill_iid(const zr_sampler *sm, uint64_t step, uint64_t *out)
+{
+    uint64_t n = sm->n;
+    uint64_t rejected = 0;
+    uint64_t step_key = mix64(sm->key + (step + 1) * GOLDEN);
+    uint64_t pos0 = (uint64_t)sm->rank * sm->batch, count = sm->batch;
+    if (n >= ((uint64_t)1 << 32)) {
+        for (uint64_t i = 0; i < count; i++)
+            out[i] = lemire64(wy_word(step_key, pos0 + i), n, &rejected);
+        return rejected;
+    }
+    uint32_t n32 = (uint32_t)n, t32 = (uint32_t)(0 - n32) % n32;
+    uint64_t i = 0;
+    if (pos0 & 1) {
+        out[0] = iid32_at(step_key, pos0, n32, t32, &rejected);
+        i = 1;
+    }
+    /* Pairs: both halves of one word, accepted together unless either low
+     * product falls below the threshold (then each takes the slow path). */
+    for (; i + 2 <= count; i += 2) {
+        uint64_t p = pos0 + i;
+        uint64_t x = wy_word(step_key, p >> 1);
+        uint64_t m0 = (uint64_t)(uint32_t)x * n32, m1 = (x >> 32) * n32;
+        if ((uint32_t)m0 >= t32 && (uint32_t)m1 >= t32) {
+            out[i] = m0 >> 32;
+            out[i + 1] = m1 >> 32;
+        } else {
+            out[i] = iid32_at(step_key, p, n32, t32, &rejected);
+            out[i + 1] = iid32_at(step_key, p + 1, n32, t32, &rejected);
+        }
+    }
+    if (i < count)
+        out[i] = iid32_at(step_key, pos0 + i, n32, t32, &rejected);
     return rejected;
 }
 
