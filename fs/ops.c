@@ -416,7 +416,9 @@ static void handle_free(struct zfs_handle *h)
         return;
     zfs_rec_put(h->rec);
     zfs_idxlist_free(&h->list);
-    free(h->out);
+    if (h->out != h->gbuf)
+        free(h->out);
+    free(h->gbuf);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

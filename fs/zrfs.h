@@ -148,6 +148,8 @@ struct zfs_handle {
     struct zfs_idxlist list; /* .gather and .delete: the list being written */
     char *out;               /* .stats, .gather, .compact: the answer */
     size_t outlen;
+    char *gbuf;              /* .gather: the batch buffer, kept and reused */
+    size_t gcap;             /* its capacity in bytes */
     size_t outpos;           /* .gather, .compact: next byte to hand out */
     bool serving;            /* .gather, .compact: an answer is being read */
 };
