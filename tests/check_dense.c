@@ -377,6 +377,57 @@ START_TEST(chunks_and_segments_roll_over_together)
 }
 END_TEST
 
+/* zr_record_span points at exactly the bytes a gather copies, for Dense
+ * and Ragged raw stores, checks its index, and refuses compressed stores
+ * (there is nothing to point at). */
+START_TEST(record_span_points_at_the_bytes_a_gather_copies)
+{
+    const uint64_t shape[] = {4, 6};
+    char *dpath = zt_path("dspan"), *rpath = zt_path("rspan"), *zpath = zt_path("zspan");
+    zr_store *d, *r, *z;
+    ZR_OK_CALL(zr_dense_create(&d, dpath, "<i4", shape, 2, NULL));
+    zt_append_dense_gen(d, 21, 50);
+    ZR_OK_CALL(zr_ragged_create(&r, rpath, "<u2", NULL));
+    zt_append_ragged_gen(r, 22, 40, 3, 9);
+    zr_create_opts zopts = {.codec = ZR_CODEC_ZSTD};
+    ZR_OK_CALL(zr_dense_create(&z, zpath, "<i4", shape, 2, &zopts));
+    zt_append_dense_gen(z, 23, 5);
+
+    uint8_t want[4 * 6 * 4];
+    for (uint64_t i = 0; i < 50; i++) {
+        const void *p;
+        uint64_t size;
+        ZR_OK_CALL(zr_record_span(d, i, &p, &size));
+        ck_assert_uint_eq(size, sizeof want);
+        ZR_OK_CALL(zr_gather_dense(d, &i, 1, want));
+        ck_assert_mem_eq(p, want, sizeof want);
+    }
+    for (uint64_t i = 0; i < 40; i++) {
+        const void *p;
+        uint64_t size, stored;
+        const uint64_t zero = 0;
+        ZR_OK_CALL(zr_record_span(r, i, &p, &size));
+        ZR_OK_CALL(zr_ragged_sizes(r, &i, 1, &stored));
+        ck_assert_uint_eq(size, stored);
+        uint8_t *buf = malloc(stored);
+        ZR_OK_CALL(zr_gather_ragged(r, &i, 1, buf, &zero));
+        ck_assert_mem_eq(p, buf, stored);
+        free(buf);
+    }
+    const void *p = NULL;
+    uint64_t size = 0;
+    ck_assert_int_eq(zr_record_span(d, 50, &p, &size), ZR_ERANGE);
+    ck_assert_int_eq(zr_record_span(z, 0, &p, &size), ZR_EINVAL);
+    ck_assert_int_eq(zr_record_span(d, 0, NULL, &size), ZR_EINVAL);
+    zr_close(d);
+    zr_close(r);
+    zr_close(z);
+    free(dpath);
+    free(rpath);
+    free(zpath);
+}
+END_TEST
+
 Suite *suite_dense(void)
 {
     Suite *s = suite_create("dense");
@@ -396,6 +447,7 @@ Suite *suite_dense(void)
     tcase_add_test(tc, dense_record_that_fills_a_chunk_exactly_stays_in_it);
     tcase_add_test(tc, record_table_rolls_over_to_new_segments);
     tcase_add_test(tc, chunks_and_segments_roll_over_together);
+    tcase_add_test(tc, record_span_points_at_the_bytes_a_gather_copies);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -226,6 +226,16 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
                                   zr_ragged_batch **out);
 ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
 
+/* Where record i of a raw store lies in the library's read-only mapping of
+ * its chunk: *data and *size (Ragged: the shape prefix and the payload, as
+ * zr_gather_ragged would copy them), without copying. The entry is checked
+ * as a gather checks it. The bytes stay readable until the next delete,
+ * compact or close of this handle (appends leave them in place). For
+ * serving records by reference, as zrecordfs does on read-only mounts.
+ * Errors: ZR_EINVAL (a compressed store: there is nothing to point at),
+ * ZR_ERANGE, ZR_ECORRUPT. Thread-safe like a gather. */
+ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size);
+
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
 /* Progress of a long call: done units out of total (records). */
