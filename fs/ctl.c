@@ -11,7 +11,10 @@
  *             The batch buffer stays with the handle and is reused by the
  *             next batch, so a training loop's steady state neither
  *             allocates nor page-faults (a fresh 37 MiB buffer per batch
- *             cost more than the gather itself).
+ *             cost more than the gather itself). A Dense raw store on a
+ *             read-only mount needs no buffer at all: each read is answered
+ *             with the records' bytes in the library's mapping, so the
+ *             kernel's copy into the reader is the only one.
  *   .compact  writing compacts the store (read-write mounts); reading
  *             gives the last result as JSON.
  *   .delete   (read-write mounts) the text written is an index list,
@@ -37,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "fs/zrfs.h"
@@ -217,6 +221,10 @@ static void drop_answer(struct zfs_handle *h)
     h->out = NULL;
     h->outlen = h->outpos = 0;
     h->serving = false;
+    if (h->by_ref) {
+        h->by_ref = false;
+        zfs_idxlist_reset(&h->list);
+    }
 }
 
 /* Make h->gbuf hold at least size bytes. Its old contents need not
@@ -327,26 +335,103 @@ int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
     return rc;
 }
 
-int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
-                    size_t *n)
+/* A read of a by-reference batch touching more records than this is
+ * copied into the handle's buffer instead: writev takes at most IOV_MAX
+ * pieces, and for records this small the copy costs less than the
+ * bookkeeping. */
+#define SPAN_IOVS 256
+
+/* Answer a read of a by-reference Dense batch: bytes [pos, end) of the
+ * records h->list names, back to back, taken from the store's mapping.
+ * Nothing can move them: the store is raw and the mount read-only. */
+static int reply_by_ref(struct zfs_store *st, struct zfs_handle *h, fuse_req_t req,
+                        uint64_t pos, uint64_t end)
+{
+    const uint64_t w = st->width;
+    const uint64_t *idx = h->list.idx;
+    uint64_t k0 = pos / w, k1 = (end - 1) / w;
+    size_t count = (size_t)(k1 - k0 + 1);
+    if (count > SPAN_IOVS) {
+        int rc = reserve_gather(h, count * w);
+        if (rc != 0)
+            return rc;
+        int zrc = zr_gather_dense(st->zs, idx + k0, count, h->gbuf);
+        if (zrc != 0) {
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .gather: %s\n", st->path, zr_last_error());
+            return -zfs_errno(zrc);
+        }
+        fuse_reply_buf(req, h->gbuf + (pos - k0 * w), (size_t)(end - pos));
+        return 0;
+    }
+    struct iovec iov[SPAN_IOVS];
+    for (size_t j = 0; j < count; j++) {
+        uint64_t k = k0 + j;
+        const void *p;
+        uint64_t size;
+        int zrc = zr_record_span(st->zs, idx[k], &p, &size);
+        if (zrc != 0) {
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .gather: %s\n", st->path, zr_last_error());
+            return -zfs_errno(zrc);
+        }
+        uint64_t a = k == k0 ? pos - k * w : 0;
+        uint64_t b = k == k1 ? end - k * w : w;
+        iov[j].iov_base = (char *)p + a;
+        iov[j].iov_len = (size_t)(b - a);
+    }
+    fuse_reply_iov(req, iov, (int)count);
+    return 0;
+}
+
+int zfs_gather_reply(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size)
 {
     (void)fs;
-    *p = NULL;
-    *n = 0;
-    if (!h->st->zs)
+    struct zfs_store *st = h->st;
+    if (!st->zs)
         return -EIO;
     if (!h->serving) {
-        zfs_idxlist_set_limit(&h->list, zr_len(h->st->zs));
+        zfs_idxlist_set_limit(&h->list, zr_len(st->zs));
         int rc = zfs_idxlist_finish(&h->list);
-        if (rc == 0 && h->list.n > 0)
-            rc = build_gather(h->st, h);
-        bool empty = h->list.n == 0;
-        zfs_idxlist_reset(&h->list);
-        if (rc != 0 || empty)
+        if (rc != 0 || h->list.n == 0) {
+            zfs_idxlist_reset(&h->list);
+            if (rc == 0)
+                fuse_reply_buf(req, NULL, 0);
             return rc;
+        }
+        if (st->direct && st->kind == ZR_DENSE && st->width > 0 &&
+            h->list.n <= ZFS_GATHER_MAX / st->width) {
+            /* Kept as the list: each read takes its records by reference. */
+            h->by_ref = true;
+            h->out = NULL;
+            h->outlen = (size_t)(h->list.n * st->width);
+            h->outpos = 0;
+        } else {
+            rc = build_gather(st, h);
+            zfs_idxlist_reset(&h->list);
+            if (rc != 0)
+                return rc;
+        }
         h->serving = true;
     }
-    serve(h, size, p, n);
+    if (h->by_ref) {
+        uint64_t pos = h->outpos, left = h->outlen - pos;
+        uint64_t end = pos + (size < left ? size : left);
+        if (end == pos) {
+            drop_answer(h);
+            fuse_reply_buf(req, NULL, 0);
+            return 0;
+        }
+        int rc = reply_by_ref(st, h, req, pos, end);
+        if (rc != 0) {
+            drop_answer(h);
+            return rc;
+        }
+        h->outpos = (size_t)end;
+        return 0;
+    }
+    const char *p;
+    size_t n;
+    serve(h, size, &p, &n);
+    fuse_reply_buf(req, p, n);
     return 0;
 }
 

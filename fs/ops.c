@@ -574,6 +574,11 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
         if (rc == 0)
             reply_slice(req, text, len, size, off);
         free(text);
+    } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0 && t.st->direct) {
+        struct zfs_rec d;
+        rc = zfs_rec_span(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &d);
+        if (rc == 0)
+            reply_record(req, &d, size, off);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0) {
         struct zfs_rec *r;
         rc = zfs_rec_get(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &r);
@@ -600,6 +605,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     int rc = 0;
     switch (h->type) {
     case ZFS_H_RECORD: {
+        if (h->st->direct) {
+            /* Served from the mapping: no decode, no per-handle state. */
+            struct zfs_rec d;
+            rc = zfs_rec_span(fs, h->st, h->index, &d);
+            if (rc == 0)
+                reply_record(req, &d, size, off);
+            break;
+        }
         struct zfs_rec *r = NULL;
         pthread_mutex_lock(&h->mu);
         if (h->rec && h->rec->gen != atomic_load(&h->st->gen)) {
@@ -631,12 +644,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         const char *p;
         size_t n;
         pthread_mutex_lock(&h->mu);
-        if (h->type == ZFS_H_GATHER)
-            rc = zfs_gather_read(fs, h, size, &p, &n);
-        else
+        if (h->type == ZFS_H_GATHER) {
+            rc = zfs_gather_reply(fs, h, req, size);
+        } else {
             rc = zfs_compact_read(fs, h, size, &p, &n);
-        if (rc == 0)
-            fuse_reply_buf(req, p, n);
+            if (rc == 0)
+                fuse_reply_buf(req, p, n);
+        }
         pthread_mutex_unlock(&h->mu);
         break;
     }

@@ -10,6 +10,11 @@
  * without a handle (-o noopen) and a read right after a stat of the same
  * record.
  *
+ * Raw stores on read-only mounts skip all of that: their records are
+ * served straight from the library's read-only mapping (zr_record_span),
+ * so a read costs one copy, made by the kernel into the reader's buffer,
+ * and nothing is cached here (the page cache already holds the bytes).
+ *
  * Sizes: a Dense record's size is the store's record width. A Ragged
  * record's file holds its payload, without the shape prefix, and the
  * record table tells only the stored size (prefix included): the prefix
@@ -103,6 +108,56 @@ static void log_failure(struct zfs_store *st, uint64_t i, const char *msg)
                                               : "");
 }
 
+/* Fill r's payload (and NPY header) from a Ragged record's stored bytes
+ * rec of size bytes: the view, the header, the size table. */
+static int describe_ragged(struct zfs_fs *fs, struct zfs_rec *r, const void *rec, uint64_t size)
+{
+    struct zfs_store *st = r->st;
+    zr_view v;
+    int rc = zr_ragged_view(rec, size, st->itemsize, &v);
+    if (rc != 0) {
+        log_failure(st, r->index, zr_last_error());
+        return -zfs_errno(rc);
+    }
+    r->payload = v.data;
+    r->payload_len = v.nbytes;
+    r->stored = size;
+    if (fs->cfg.npy) {
+        r->hdr_len = zfs_npy_header(r->hdr, sizeof r->hdr, zr_dtype(st->zs), v.shape, v.ndim);
+        if (r->hdr_len == 0) {
+            log_failure(st, r->index, "its shape does not fit an NPY header");
+            return -EIO;
+        }
+    }
+    sizes_set(&st->sizes, r->index, (uint16_t)((v.ndim + 1) | (r->hdr_len / 64) << 6));
+    return 0;
+}
+
+int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r)
+{
+    r->st = st;
+    r->index = i;
+    r->hdr_len = 0;
+    if (!st->zs)
+        return -EIO;
+    if (i >= zr_len(st->zs))
+        return -ENOENT;
+    const void *p;
+    uint64_t size;
+    int rc = zr_record_span(st->zs, i, &p, &size);
+    if (rc != 0) {
+        log_failure(st, i, zr_last_error());
+        return -zfs_errno(rc);
+    }
+    if (st->kind == ZR_RAGGED)
+        return describe_ragged(fs, r, p, size);
+    r->payload = p;
+    r->payload_len = r->stored = size;
+    r->hdr_len = st->dense_hdr_len;
+    memcpy(r->hdr, st->dense_hdr, st->dense_hdr_len);
+    return 0;
+}
+
 /* Decode record r->index into r. The caller holds st->lock shared. */
 static int load(struct zfs_fs *fs, struct zfs_rec *r)
 {
@@ -125,29 +180,15 @@ static int load(struct zfs_fs *fs, struct zfs_rec *r)
     }
     uint64_t size;
     const uint64_t zero = 0;
-    zr_view v;
     rc = zr_ragged_sizes(st->zs, &i, 1, &size);
     if (rc != 0)
         goto fail;
     if (size > SIZE_MAX || !(r->buf = malloc(size)))
         return -ENOMEM;
     rc = zr_gather_ragged(st->zs, &i, 1, r->buf, &zero);
-    if (rc == 0)
-        rc = zr_ragged_view(r->buf, size, st->itemsize, &v);
     if (rc != 0)
         goto fail;
-    r->payload = v.data;
-    r->payload_len = v.nbytes;
-    r->stored = size;
-    if (fs->cfg.npy) {
-        r->hdr_len = zfs_npy_header(r->hdr, sizeof r->hdr, zr_dtype(st->zs), v.shape, v.ndim);
-        if (r->hdr_len == 0) {
-            log_failure(st, i, "its shape does not fit an NPY header");
-            return -EIO;
-        }
-    }
-    sizes_set(&st->sizes, i, (uint16_t)((v.ndim + 1) | (r->hdr_len / 64) << 6));
-    return 0;
+    return describe_ragged(fs, r, r->buf, size);
 fail:
     log_failure(st, i, zr_last_error());
     return -zfs_errno(rc);
@@ -258,6 +299,14 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
         return 0;
     }
     *stored = phys;
+    if (st->direct) {
+        /* The prefix is in the mapping: reading it decodes nothing. */
+        struct zfs_rec d;
+        rc = zfs_rec_span(fs, st, i, &d);
+        if (rc == 0)
+            *size = d.hdr_len + d.payload_len;
+        return rc;
+    }
     if (!may_decode)
         return -EAGAIN;
     struct zfs_rec *r;

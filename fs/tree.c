@@ -134,6 +134,7 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
         st->kind = zr_kind(st->zs);
         st->itemsize = zr_itemsize(st->zs);
         st->width = zr_record_width(st->zs);
+        st->direct = !fs->cfg.rw && zr_codec(st->zs) == ZR_CODEC_RAW;
         if (st->kind == ZR_DENSE && fs->cfg.npy) {
             uint32_t ndim;
             const uint64_t *shape = zr_item_shape(st->zs, &ndim);

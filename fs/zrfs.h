@@ -78,6 +78,10 @@ struct zfs_store {
     int kind;                /* ZR_DENSE or ZR_RAGGED */
     uint64_t itemsize;
     uint64_t width;          /* Dense record bytes */
+    /* Raw store on a read-only mount: records are served straight from
+     * the library's mapping (zr_record_span), never decoded into a copy;
+     * nothing can move them while the mount lives. */
+    bool direct;
     char dense_hdr[ZFS_NPY_MAX]; /* Dense under -o npy: the header every record shares */
     size_t dense_hdr_len;
     /* Readers (record reads, gathers, stats) hold it shared; delete and
@@ -150,6 +154,7 @@ struct zfs_handle {
     size_t outlen;
     char *gbuf;              /* .gather: the batch buffer, kept and reused */
     size_t gcap;             /* its capacity in bytes */
+    bool by_ref;             /* .gather: the batch in h->list, served from the mapping */
     size_t outpos;           /* .gather, .compact: next byte to hand out */
     bool serving;            /* .gather, .compact: an answer is being read */
 };
@@ -180,6 +185,10 @@ struct zfs_node *zfs_tree_child(struct zfs_fs *fs, struct zfs_node *n, const cha
  * (-ENOENT past the end, -EIO when it fails to decode). */
 int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec **out);
 void zfs_rec_put(struct zfs_rec *r);
+/* For a direct store (st->direct): fill *r, a caller-owned record that is
+ * neither cached nor counted, with record i pointing into the mapping.
+ * Returns 0 or a negative errno (-ENOENT past the end). */
+int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r);
 /* The file size of record i and its stored size (for st_blocks). Dense
  * records and Ragged records seen before cost nothing; any other Ragged
  * record is decoded once. If may_decode is false and the size is unknown,
@@ -199,9 +208,10 @@ int zfs_stats_text(struct zfs_fs *fs, struct zfs_store *st, char **out, size_t *
 /* The length of the .stats text. */
 int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len);
 int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
-/* Hand out up to size bytes of the answer: *p and *n (0 at the end). */
-int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
-                    size_t *n);
+/* Answer a READ of up to size bytes of .gather on h: the next bytes of
+ * the batch (end of file after its last byte). Returns 0 once req has
+ * been answered, or a negative errno for the caller to reply with. */
+int zfs_gather_reply(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size);
 /* A copy of the .compact text, and its length. */
 int zfs_compact_text(struct zfs_store *st, char **out, size_t *len);
 int zfs_compact_size(struct zfs_store *st, uint64_t *len);

@@ -246,6 +246,14 @@ def cmd_gather(mnt, exp, stores):
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     fail("%s: out-of-range read gave %s" % (store, errno.errorcode[e.errno]))
+            # A long batch, read in large and in odd-sized pieces: reads
+            # that span hundreds of small records and reads that cut
+            # records apart must give the same bytes.
+            big = [(k * 7919 + 3) % n for k in range(3000)]
+            for piece in (1 << 20, 4093):
+                os.write(fd, " ".join(map(str, big)).encode())
+                if read_all(fd, piece) != want_of(big):
+                    fail("%s: .gather of %d records in %d-byte reads is wrong" % (store, len(big), piece))
             # Leading zeros (seq -w) are numbers; a write during an answer
             # starts a new list.
             os.write(fd, b"01 00\n")
