@@ -14,8 +14,9 @@
  * of one record, or one too small to be worth splitting, runs on the
  * caller's thread.
  *
- * zr_record_span hands out the mapped bytes of one raw record instead of
- * copying them, after the same checks.
+ * zr_record_span and zr_record_extent hand out where one raw record lies
+ * (in the mapping, in the chunk file) instead of copying it, after the
+ * same checks.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -238,28 +239,52 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     return 0;
 }
 
-ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
+/* Check raw record i for zr_record_span and zr_record_extent: its entry,
+ * and for Ragged stores its shape prefix. */
+static int span_loc(zr_store *s, uint64_t i, const char *fn, struct zr_loc *l)
 {
-    if (!s || !data || !size)
-        return zr_err(ZR_EINVAL, "zr_record_span: NULL argument");
     if (s->codec != ZR_CODEC_RAW)
-        return zr_err(ZR_EINVAL, "%s: zr_record_span needs a raw store, not %s", s->path,
+        return zr_err(ZR_EINVAL, "%s: %s needs a raw store, not %s", s->path, fn,
                       zr_codec_name(s->codec));
     uint64_t len;
     int rc = zr_check_indices(s, &i, 1, &len);
     if (rc != 0)
         return rc;
-    struct zr_loc l;
-    if (zr_loc_get(s, i, &l) != 0)
+    if (zr_loc_get(s, i, l) != 0)
         return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
-    const uint8_t *src = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
     if (s->id.kind == ZR_RAGGED) {
+        const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
         uint32_t nd;
         uint64_t poff;
-        if (zr_prefix_check(src, l.logic_length, s->id.itemsize, &nd, &poff) != 0)
+        if (zr_prefix_check(src, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
             return zr_loc_error(s, i, "shape prefix does not match the record's length");
     }
-    *data = src;
+    return 0;
+}
+
+ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
+{
+    if (!s || !data || !size)
+        return zr_err(ZR_EINVAL, "zr_record_span: NULL argument");
+    struct zr_loc l;
+    int rc = span_loc(s, i, "zr_record_span", &l);
+    if (rc != 0)
+        return rc;
+    *data = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
+    *size = l.logic_length;
+    return 0;
+}
+
+ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
+{
+    if (!s || !fd || !offset || !size)
+        return zr_err(ZR_EINVAL, "zr_record_extent: NULL argument");
+    struct zr_loc l;
+    int rc = span_loc(s, i, "zr_record_extent", &l);
+    if (rc != 0)
+        return rc;
+    *fd = zr_ftable_at(&s->chunks, l.chunk_id)->fd;
+    *offset = l.offset;
     *size = l.logic_length;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "tests/helpers.h"
@@ -401,6 +402,14 @@ START_TEST(record_span_points_at_the_bytes_a_gather_copies)
         ck_assert_uint_eq(size, sizeof want);
         ZR_OK_CALL(zr_gather_dense(d, &i, 1, want));
         ck_assert_mem_eq(p, want, sizeof want);
+        /* The extent names the same bytes in the chunk file. */
+        int fd;
+        uint64_t off, esize;
+        uint8_t got[sizeof want];
+        ZR_OK_CALL(zr_record_extent(d, i, &fd, &off, &esize));
+        ck_assert_uint_eq(esize, sizeof want);
+        ck_assert_int_eq(pread(fd, got, sizeof got, (off_t)off), (ssize_t)sizeof got);
+        ck_assert_mem_eq(got, want, sizeof want);
     }
     for (uint64_t i = 0; i < 40; i++) {
         const void *p;
@@ -418,6 +427,10 @@ START_TEST(record_span_points_at_the_bytes_a_gather_copies)
     uint64_t size = 0;
     ck_assert_int_eq(zr_record_span(d, 50, &p, &size), ZR_ERANGE);
     ck_assert_int_eq(zr_record_span(z, 0, &p, &size), ZR_EINVAL);
+    int fd;
+    uint64_t off;
+    ck_assert_int_eq(zr_record_extent(z, 0, &fd, &off, &size), ZR_EINVAL);
+    ck_assert_int_eq(zr_record_extent(d, 50, &fd, &off, &size), ZR_ERANGE);
     ck_assert_int_eq(zr_record_span(d, 0, NULL, &size), ZR_EINVAL);
     zr_close(d);
     zr_close(r);

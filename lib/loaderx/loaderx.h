@@ -236,6 +236,11 @@ ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
  * ZR_ERANGE, ZR_ECORRUPT. Thread-safe like a gather. */
 ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size);
 
+/* The same record as a file extent: a descriptor of its chunk file (owned
+ * by the store: do not close it), the byte offset and the size, for
+ * splice(2) or sendfile(2). Valid and errors as zr_record_span. */
+ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size);
+
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
 /* Progress of a long call: done units out of total (records). */
