@@ -12,6 +12,17 @@
  *  R8. Bytes past the committed frontier, and table entries past the
  *      committed length, are garbage: a failed or interrupted append
  *      leaves them, and the next append overwrites them.
+ *  R16. An append that may overwrite bytes or entries the disk still
+ *      holds makes what it wrote durable before the header: otherwise a
+ *      power cut could keep the new header with the old bytes or entries,
+ *      which a raw store cannot tell from records and which may name other
+ *      live records. That is the first append on a clean handle (just
+ *      opened, synced, or after a delete or compaction: the truncations of
+ *      a compaction and the entries a delete leaves past the length may
+ *      still be on disk) and any append that overwrites garbage of R8.
+ *      The appends after it only extend files whose ends are durable: what
+ *      a power cut loses of them lies past the files' ends and is cut off
+ *      at open (R15, lib/engine.c).
  *
  * Raw records are laid out in order and written straight from the
  * caller's memory, a chunk run per write, the writes spread over the pool.
@@ -341,9 +352,10 @@ static int zstd_window(struct append_ctx *c)
     return 0;
 }
 
-/* Write the window's table entries, adding loc segments as needed. */
+/* Write the window's table entries, adding loc segments as needed;
+ * *overwrote is set when an entry already in a file was replaced (R16). */
 static int write_locs(zr_store *s, uint64_t first, const struct zr_loc *locs, uint64_t n,
-                      uint8_t *buf)
+                      uint8_t *buf, bool *overwrote)
 {
     uint64_t per_seg = (uint64_t)1 << s->seg_shift;
     uint64_t k = 0;
@@ -364,11 +376,47 @@ static int write_locs(zr_store *s, uint64_t first, const struct zr_loc *locs, ui
         if (rc != 0)
             return rc;
         uint64_t end = (in_seg + run) * ZR_LOC_SIZE;
+        if (in_seg * ZR_LOC_SIZE < atomic_load(&f->size))
+            *overwrote = true;
         if (end > atomic_load(&f->size))
             atomic_store_explicit(&f->size, end, memory_order_release);
         k += run;
     }
     return 0;
+}
+
+/* Whether the batch must be durable before its header (R16): the handle
+ * is clean, or the batch's record bytes may land on bytes already in a
+ * chunk file (the tail chunk is longer than the frontier, or files past it
+ * were left by an earlier append that failed). */
+static int must_sync_first(zr_store *s, bool *garbage)
+{
+    *garbage = !s->dirty;
+    uint64_t size;
+    char name[64];
+    snprintf(name, sizeof name, "%s/%u.chunk", s->path, s->hdr.tail_chunk);
+    int rc = zr_file_size(zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->fd, &size, name);
+    if (rc == 0)
+        *garbage = *garbage || size > s->hdr.tail_offset ||
+                   atomic_load(&s->chunks.count) > s->hdr.tail_chunk + 1;
+    return rc;
+}
+
+/* Make the batch's bytes and entries durable ahead of its header (R16).
+ * A failed sync stops the handle, as in zr_sync (R14). */
+static int sync_batch(zr_store *s, uint64_t base, uint64_t n)
+{
+    int rc = 0;
+    for (uint32_t c = s->hdr.tail_chunk; rc == 0 && c <= s->fr_chunk; c++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+    uint32_t g1 = (uint32_t)((base + n - 1) >> s->seg_shift);
+    for (uint32_t g = (uint32_t)(base >> s->seg_shift); rc == 0 && g <= g1; g++)
+        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
+            rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+    if (rc != 0)
+        s->failed = true;
+    return rc;
 }
 
 static int commit(zr_store *s, uint64_t length)
@@ -423,6 +471,9 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
         rc = zr_err(ZR_ENOSPC, "%s: the record table is full", s->path);
     if (rc == 0)
         rc = ensure_cdict(s);
+    bool overwrote = false;
+    if (rc == 0 && n > 0)
+        rc = must_sync_first(s, &overwrote);
     uint64_t wsize = ZR_MIN(n, (uint64_t)WINDOW);
     if (rc == 0 && n > 0) {
         c.locs = zr_malloc(wsize * sizeof *c.locs);
@@ -439,8 +490,10 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
             rc = c.err;
         }
         if (rc == 0)
-            rc = write_locs(s, base + c.w0, c.locs, c.w1 - c.w0, locbuf);
+            rc = write_locs(s, base + c.w0, c.locs, c.w1 - c.w0, locbuf, &overwrote);
     }
+    if (rc == 0 && n > 0 && overwrote)
+        rc = sync_batch(s, base, n);
     if (rc == 0 && n > 0)
         rc = commit(s, base + n);
     if (rc != 0) {

@@ -16,7 +16,11 @@
  *  R5. Every table entry is checked against the files before the bytes it
  *      names are touched (zr_loc_get), so a damaged entry is reported, and
  *      the read-only mappings are never read past a file's end.
+ *  R15. Records a header counts past the end of the files are appends a
+ *      power cut lost: a writer opens with the longest prefix the files
+ *      hold and makes that durable; a reader refuses them on read.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -202,7 +206,209 @@ static int open_dir(zr_store *s, const char *path)
     return 0;
 }
 
-/* Open the store's files and check them against the header (R3, R4). */
+/* Whether file id of a table is in the store folder. */
+static bool file_exists(const zr_store *s, const struct zr_ftable *t, uint32_t id)
+{
+    char name[32];
+    struct stat st;
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    return zr_io.fstatat(s->dirfd, name, &st, 0) == 0;
+}
+
+/* Whether entry l is sound and names bytes inside the first nchunks chunk
+ * files: the checks zr_loc_get makes on every read (R5). */
+static bool loc_fits(const zr_store *s, const struct zr_loc *l, uint32_t nchunks)
+{
+    if (l->chunk_id >= nchunks)
+        return false;
+    const struct zr_file *ch = zr_ftable_at(&s->chunks, l->chunk_id);
+    if ((uint64_t)l->offset + l->phys_length > atomic_load_explicit(&ch->size, memory_order_acquire))
+        return false;
+    if (l->phys_length == 0 || l->logic_length == 0 || l->logic_length > ZR_MAX_RECORD)
+        return false;
+    if (s->codec == ZR_CODEC_RAW && l->phys_length != l->logic_length)
+        return false;
+    if (s->width && l->logic_length != s->width)
+        return false;
+    return true;
+}
+
+/* Open the chunk files 0..tail_chunk and the loc segments that cover the
+ * header's length, as far as they exist. *covered receives how many
+ * entries from 0 on the segments hold. A missing file other than
+ * 0.chunk and 0.loc ends its table; whether that is allowed is decided by
+ * the caller (R15). */
+static int open_files(zr_store *s, uint64_t *covered)
+{
+    int rc;
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++) {
+        if (c > 0 && !file_exists(s, &s->chunks, c))
+            break;
+        if ((rc = zr_ftable_add(s, &s->chunks, c, false)) != 0)
+            return rc;
+    }
+    uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
+    /* A writer always has segment 0 open, even for an empty store. */
+    if (s->writable && nseg == 0)
+        nseg = 1;
+    *covered = 0;
+    for (uint64_t g = 0; g < nseg; g++) {
+        if (g > 0 && !file_exists(s, &s->segs, (uint32_t)g))
+            break;
+        if ((rc = zr_ftable_add(s, &s->segs, (uint32_t)g, s->writable && g == 0)) != 0)
+            return rc;
+        uint64_t have = atomic_load(&zr_ftable_at(&s->segs, (uint32_t)g)->size) / ZR_LOC_SIZE;
+        *covered = g * per_seg + ZR_MIN(have, per_seg);
+        if (have < per_seg)
+            break;
+    }
+    return 0;
+}
+
+/* Whether a file N.suffix with first <= N <= last is in the store folder.
+ * The folder is listed once: a damaged header can name a range of up to
+ * 2^20 files. */
+static int any_file_in(const zr_store *s, const char *suffix, uint64_t first, uint64_t last,
+                       bool *found)
+{
+    *found = false;
+    if (first > last)
+        return 0;
+    int fd = zr_io.openat(s->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            zr_io.close(fd);
+        return zr_err_sys(e, "listing %s", s->path);
+    }
+    struct dirent *e;
+    while (!*found && (e = readdir(d)) != NULL) {
+        char *end;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        unsigned long long id = strtoull(e->d_name, &end, 10);
+        *found = *end == '.' && strcmp(end + 1, suffix) == 0 && id >= first && id <= last;
+    }
+    closedir(d);
+    return 0;
+}
+
+/* R15. A power cut can leave the header of an append that was never
+ * synced on disk without its table entries or record bytes: the files
+ * then end before records the header counts. Those records are the lost
+ * tail of the appends since the last sync (everything a completed sync
+ * covers is on disk, and unsynced appends are laid out in index order).
+ * A writer opens the store without them: the length becomes the largest
+ * n for which record n-1 is held by the segments and lies inside the
+ * chunk files, the frontier moves back to the end of the last chunk file
+ * present, and that header is made durable before anything else, so that
+ * later appends, which fill the gap the lost records leave, can never
+ * bring their entries back. A reader changes nothing: it counts the
+ * records the header counts that have an entry, and those whose bytes are
+ * missing fail their reads with ZR_ECORRUPT (R5) and are listed by
+ * zr_verify. Files that end
+ * early in any other way (no record lost, or a missing file with a later
+ * one present) are damage and refuse to open, as before. */
+/* The length of the longest prefix of records 0..covered-1 whose
+ * entries are sound and name bytes inside the chunk files (R15). The
+ * segments are read in blocks through their descriptors (nothing is
+ * mapped yet). Records are not laid out in index order inside a batch
+ * (compressed groups take offsets as they finish), so the scan starts
+ * at record 0. */
+static int longest_prefix(zr_store *s, uint64_t covered, uint64_t *out)
+{
+    enum { BLOCK = 4096 };
+    uint8_t *buf = zr_malloc(BLOCK * ZR_LOC_SIZE);
+    if (!buf)
+        return zr_err(ZR_ENOMEM, "reading the record table of %s", s->path);
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    uint64_t i = 0;
+    int rc = 0;
+    *out = covered;
+    while (rc == 0 && i < covered) {
+        uint32_t g = (uint32_t)(i >> s->seg_shift);
+        uint64_t in_seg = i & (per_seg - 1);
+        uint64_t run = ZR_MIN(ZR_MIN((uint64_t)BLOCK, covered - i), per_seg - in_seg);
+        char name[32];
+        snprintf(name, sizeof name, "%u.loc", g);
+        rc = zr_read_exact(zr_ftable_at(&s->segs, g)->fd, buf, run * ZR_LOC_SIZE,
+                           in_seg * ZR_LOC_SIZE, name);
+        for (uint64_t k = 0; rc == 0 && k < run; k++) {
+            struct zr_loc l;
+            zr_loc_decode(buf + k * ZR_LOC_SIZE, &l);
+            if (!loc_fits(s, &l, nchunks)) {
+                *out = i + k;
+                i = covered;
+                break;
+            }
+        }
+        i += run;
+    }
+    zr_free(buf);
+    return rc;
+}
+
+static int cut_lost_tail(zr_store *s, uint64_t covered)
+{
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    uint64_t n = s->hdr.length;
+    /* Only a store whose files end before the header says can have lost
+     * records; any other store opens without a scan. */
+    if (nchunks <= s->hdr.tail_chunk || covered < s->hdr.length ||
+        atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) < s->hdr.tail_offset) {
+        int rc = longest_prefix(s, ZR_MIN(s->hdr.length, covered), &n);
+        if (rc != 0)
+            return rc;
+    }
+    if (n == s->hdr.length) {
+        /* Nothing lost: the files must match the header exactly (R3). */
+        if (nchunks <= s->hdr.tail_chunk)
+            return zr_err(ZR_ECORRUPT, "%s/%u.chunk is missing", s->path, nchunks);
+        struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
+        if (s->writable && atomic_load(&tail->size) < s->hdr.tail_offset)
+            return zr_err(ZR_ECORRUPT, "%s/%u.chunk is shorter than the header's frontier %u",
+                          s->path, s->hdr.tail_chunk, s->hdr.tail_offset);
+        return 0;
+    }
+    /* Records were lost; the files that end early must be the last ones. */
+    bool later;
+    int rc = any_file_in(s, "chunk", (uint64_t)nchunks + 1, s->hdr.tail_chunk, &later);
+    if (rc != 0)
+        return rc;
+    if (later)
+        return zr_err(ZR_ECORRUPT, "%s/%u.chunk is missing", s->path, nchunks);
+    uint64_t last_seg = (s->hdr.length - 1) >> s->seg_shift;
+    if (covered < s->hdr.length &&
+        (rc = any_file_in(s, "loc", (covered >> s->seg_shift) + 1, last_seg, &later)) != 0)
+        return rc;
+    if (covered < s->hdr.length && later)
+        return zr_err(ZR_ECORRUPT, "%s/%llu.loc is missing or short", s->path,
+                      (unsigned long long)(covered >> s->seg_shift));
+    struct zr_file *last = zr_ftable_at(&s->chunks, nchunks - 1);
+    uint64_t end = atomic_load(&last->size);
+    if (nchunks - 1 == s->hdr.tail_chunk)
+        end = ZR_MIN(end, s->hdr.tail_offset);
+    if (!s->writable) {
+        /* A record without an entry cannot be read at all: a reader counts
+         * only those the segments hold. */
+        s->hdr.length = ZR_MIN(s->hdr.length, covered);
+        return 0;
+    }
+    s->hdr.length = n;
+    s->hdr.tail_chunk = nchunks - 1;
+    s->hdr.tail_offset = (uint32_t)end;
+    uint8_t raw[ZR_HEADER_SIZE];
+    zr_header_encode(&s->hdr, raw);
+    rc = zr_write_all(s->metafd, raw, sizeof raw, 0, "meta.zr");
+    if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)
+        rc = zr_err_sys(errno, "syncing %s/meta.zr", s->path);
+    return rc;
+}
+
+/* Open the store's files and check them against the header (R3, R4, R15). */
 static int load_tables(zr_store *s)
 {
     uint8_t raw[ZR_HEADER_SIZE];
@@ -230,30 +436,15 @@ static int load_tables(zr_store *s)
     if (s->hdr.length > ZR_MAX_FILES * per_seg)
         return zr_err(ZR_ECORRUPT, "%s/meta.zr: length %llu is out of range", s->path,
                       (unsigned long long)s->hdr.length);
-    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++)
-        if ((rc = zr_ftable_add(s, &s->chunks, c, false)) != 0)
-            return rc;
-    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
-    if (s->writable && atomic_load(&tail->size) < s->hdr.tail_offset)
-        return zr_err(ZR_ECORRUPT, "%s/%u.chunk is shorter than the header's frontier %u",
-                      s->path, s->hdr.tail_chunk, s->hdr.tail_offset);
-    uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
-    /* A writer always has segment 0 open, even for an empty store. */
-    if (s->writable && nseg == 0)
-        nseg = 1;
-    for (uint64_t g = 0; g < nseg; g++) {
-        if ((rc = zr_ftable_add(s, &s->segs, (uint32_t)g, s->writable && g == 0)) != 0)
-            return rc;
-        uint64_t need = s->hdr.length > g * per_seg
-                            ? ZR_MIN(per_seg, s->hdr.length - g * per_seg) * ZR_LOC_SIZE
-                            : 0;
-        uint64_t have = atomic_load(&zr_ftable_at(&s->segs, (uint32_t)g)->size);
-        if (have < need)
-            return zr_err(ZR_ECORRUPT, "%s/%llu.loc holds %llu entries, the header needs %llu",
-                          s->path, (unsigned long long)g, (unsigned long long)(have / ZR_LOC_SIZE),
-                          (unsigned long long)(need / ZR_LOC_SIZE));
-    }
-    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++) {
+    uint64_t covered;
+    if ((rc = open_files(s, &covered)) != 0)
+        return rc;
+    if ((rc = cut_lost_tail(s, covered)) != 0)
+        return rc;
+    /* A reader of a store that lost records may have fewer chunk files
+     * open than the header names (R15); a writer has them all. */
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    for (uint32_t c = 0; c < nchunks; c++) {
         struct zr_file *f = zr_ftable_at(&s->chunks, c);
         f->wend = c == s->hdr.tail_chunk ? s->hdr.tail_offset : atomic_load(&f->size);
     }

@@ -56,8 +56,16 @@ static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
     zr_store *s = c->s;
     char file[64];
     snprintf(file, sizeof file, "%llu.loc", (unsigned long long)(i >> s->seg_shift));
-    const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
-    zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
+    /* A reader of a store that lost the tail of its appends in a power
+     * cut has segments that end before the header's length (R15). */
+    uint32_t g = (uint32_t)(i >> s->seg_shift);
+    uint64_t off = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
+    if (g >= atomic_load(&s->segs.mapped) ||
+        off + ZR_LOC_SIZE > atomic_load(&zr_ftable_at(&s->segs, g)->size)) {
+        problem(c, file, i, "the entry lies past the end of the record table");
+        return 0;
+    }
+    zr_loc_decode(zr_ftable_at(&s->segs, g)->map + off, l);
     uint32_t nchunks = atomic_load(&s->chunks.mapped);
     if (l->chunk_id > s->hdr.tail_chunk || l->chunk_id >= nchunks) {
         problem(c, file, i, "names chunk %u, past the last chunk %u", l->chunk_id, s->hdr.tail_chunk);
@@ -215,8 +223,10 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
         return zr_err(ZR_ENOMEM, "verifying %s", s->path);
     }
     pthread_mutex_init(&c.lock, NULL);
-    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
-    if (atomic_load(&tail->size) < s->hdr.tail_offset)
+    if (s->hdr.tail_chunk >= atomic_load(&s->chunks.count))
+        problem(&c, "meta.zr", UINT64_MAX, "the frontier lies in %u.chunk, which is missing",
+                s->hdr.tail_chunk);
+    else if (atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) < s->hdr.tail_offset)
         problem(&c, "meta.zr", UINT64_MAX, "frontier %u lies past the end of %u.chunk",
                 s->hdr.tail_offset, s->hdr.tail_chunk);
     /* Decode in rounds of ROUND blocks so progress is reported from the

@@ -91,7 +91,11 @@ py 'assert open("one.bin", "rb").read() == np.load("f4.npy")[1].tobytes()'
 zr import short f4.npy
 truncate -s 10 short/0.chunk
 expect_fail 1 'corrupt store: short/0.loc entry 0' zr cat short 0
-expect_fail 1 'corrupt store: short/0.chunk is shorter' zr append short f4.npy
+# A writer takes records past the chunk's end for appends a power cut
+# lost (doc/format.md R15): it keeps the records before them, none here.
+zr append short f4.npy -q
+zr export short short.npy -q
+py 'assert np.array_equal(np.load("short.npy"), np.load("f4.npy")), "the cut store holds other records"'
 zr import meta f4.npy
 truncate -s 31 meta/meta.zr
 expect_fail 1 'meta/meta.zr is 31 bytes' zr cat meta 0
