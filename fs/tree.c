@@ -209,10 +209,10 @@ static int list_subfolders(const char *path, char ***names, size_t *count)
         (*count)++;
     }
     closedir(d);
-    if (rc == 0 && *count > 1)
-        qsort(*names, *count, sizeof **names, cmp_names);
-    else
+    if (rc != 0)
         fprintf(stderr, "zrecordfs: out of memory\n");
+    else if (*count > 1)
+        qsort(*names, *count, sizeof **names, cmp_names);
     return rc;
 }
 

@@ -98,7 +98,7 @@ make_tree() {
 }
 
 # The stores of the tree that open, and their record counts.
-STORES="dense/raw_f4 dense/zstd_u2 scalar_i8 ragged_raw ragged_zstd deep/a/b/ragged_dict"
+STORES="dense/raw_f4 dense/zstd_u2 scalar_i8 ragged_raw ragged_zstd deep/a/b/ragged_dict dense/raw_big ragged_big"
 
 records_of() {
     echo $(($(wc -l < "$tmp/exp/$1/manifest") - 1))

@@ -191,7 +191,7 @@ static void dense_store(const char *dir, const char *exp, const char *rel, const
 }
 
 static void ragged_store(const char *dir, const char *exp, const char *rel, const char *dtype,
-                         int codec, uint64_t n)
+                         int codec, uint64_t n, uint64_t maxdim)
 {
     char *path = join(dir, rel);
     uint64_t itemsize = (uint64_t)zr_dtype_itemsize(dtype);
@@ -201,7 +201,7 @@ static void ragged_store(const char *dir, const char *exp, const char *rel, cons
         /* Every ndim from scalar to 3-D, with varied dimensions. */
         recs[i].ndim = (uint32_t)(i % 4);
         for (uint32_t d = 0; d < recs[i].ndim; d++)
-            recs[i].shape[d] = 1 + rnd() % 6;
+            recs[i].shape[d] = 1 + rnd() % maxdim;
         fill(&recs[i], itemsize);
         zrecs[i] = (zr_rec){.data = recs[i].data, .shape = recs[i].shape, .ndim = recs[i].ndim};
     }
@@ -277,13 +277,17 @@ static void make_tree(const char *dir, const char *exp)
 {
     rng_state = 0x9e3779b97f4a7c15ull;
     mkdirs(dir);
-    const uint64_t s34[] = {3, 4}, s7[] = {7}, s100[] = {100};
+    const uint64_t s34[] = {3, 4}, s7[] = {7}, s100[] = {100}, sbig[] = {96, 512};
     dense_store(dir, exp, "dense/raw_f4", "<f4", s34, 2, ZR_CODEC_RAW, 50);
     dense_store(dir, exp, "dense/zstd_u2", "<u2", s7, 1, ZR_CODEC_ZSTD, 40);
     dense_store(dir, exp, "scalar_i8", "<i8", NULL, 0, ZR_CODEC_RAW, 5);
-    ragged_store(dir, exp, "ragged_raw", "|u1", ZR_CODEC_RAW, 30);
-    ragged_store(dir, exp, "ragged_zstd", "<f8", ZR_CODEC_ZSTD, 25);
-    ragged_store(dir, exp, "deep/a/b/ragged_dict", "<i4", ZR_CODEC_ZSTD_DICT, 60);
+    ragged_store(dir, exp, "ragged_raw", "|u1", ZR_CODEC_RAW, 30, 6);
+    ragged_store(dir, exp, "ragged_zstd", "<f8", ZR_CODEC_ZSTD, 25, 6);
+    ragged_store(dir, exp, "deep/a/b/ragged_dict", "<i4", ZR_CODEC_ZSTD_DICT, 60, 6);
+    /* Records of tens of KiB: raw stores on read-only mounts splice reads
+     * this large from the chunk files instead of writing them. */
+    dense_store(dir, exp, "dense/raw_big", "|u1", sbig, 2, ZR_CODEC_RAW, 12);
+    ragged_store(dir, exp, "ragged_big", "<u2", ZR_CODEC_RAW, 16, 40);
 
     /* Record 4 of this one is damaged; the others read fine. */
     dense_store(dir, exp, "damaged/zstd_u1", "|u1", s100, 1, ZR_CODEC_ZSTD, 10);
@@ -292,7 +296,7 @@ static void make_tree(const char *dir, const char *exp)
     free(p);
 
     /* A store whose identity is garbage: it must not open. */
-    ragged_store(dir, exp, "damaged/bad_identity", "|u1", ZR_CODEC_RAW, 3);
+    ragged_store(dir, exp, "damaged/bad_identity", "|u1", ZR_CODEC_RAW, 3, 6);
     p = join(dir, "damaged/bad_identity/store.zr");
     write_file(p, "not msgpack", 11);
     free(p);

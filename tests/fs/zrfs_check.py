@@ -195,12 +195,12 @@ def frame(kind, shape, payload):
 
 
 def read_all(fd, piece):
-    out = b""
+    out = []
     while True:
         b = os.read(fd, piece)
         if not b:
-            return out
-        out += b
+            return b"".join(out)
+        out.append(b)
 
 
 def expect_einval(fd, text, where):
@@ -249,7 +249,8 @@ def cmd_gather(mnt, exp, stores):
             # A long batch, read in large and in odd-sized pieces: reads
             # that span hundreds of small records and reads that cut
             # records apart must give the same bytes.
-            big = [(k * 7919 + 3) % n for k in range(3000)]
+            width = max(len(expected(exp, store, i)) for i in range(n))
+            big = [(k * 7919 + 3) % n for k in range(max(40, min(3000, (4 << 20) // width)))]
             for piece in (1 << 20, 4093):
                 os.write(fd, " ".join(map(str, big)).encode())
                 if read_all(fd, piece) != want_of(big):
