@@ -14,8 +14,9 @@
  * blocks can make, and like the library it keeps a small batch on one
  * thread (no block under 64 KiB).
  *
- * A new backend (another store library) is a struct backend_ops plus a
- * case in backend_init.
+ * The stores users would pick instead live in the be_*.c files, one per
+ * library; a new one is a struct backend_ops there plus a case in
+ * backend_init.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -60,7 +61,7 @@ uint64_t dir_allocated(const char *dir)
     return total;
 }
 
-static void *xmalloc(size_t n)
+void *bench_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p) {
@@ -85,7 +86,7 @@ void *big_alloc(size_t n)
 
 /* A batch buffer, touched once so page faults stay out of the timed
  * gathers. */
-static uint8_t *batch_alloc(size_t n)
+uint8_t *bench_batch_alloc(size_t n)
 {
     uint8_t *p = big_alloc(n);
     memset(p, 0, n);
@@ -162,7 +163,7 @@ struct team *team_get(int threads)
     pthread_mutex_init(&t->m, NULL);
     pthread_cond_init(&t->go, NULL);
     pthread_cond_init(&t->done, NULL);
-    t->th = xmalloc((size_t)threads * sizeof *t->th);
+    t->th = bench_xmalloc((size_t)threads * sizeof *t->th);
     for (int i = 1; i < threads; i++)
         if (pthread_create(&t->th[i], NULL, team_worker, t) != 0) {
             fprintf(stderr, "zrbench: cannot start a thread\n");
@@ -226,7 +227,7 @@ static int all_threads(int threads)
 
 /* The largest number of bytes any planned batch needs when each record
  * takes size(k) bytes rounded up to 8. */
-static uint64_t max_batch_bytes(const struct workload *w, uint64_t extra)
+uint64_t bench_max_batch_bytes(const struct workload *w, uint64_t extra)
 {
     uint64_t best = 0;
     for (size_t b = 0; b < w->nbatches; b++) {
@@ -246,6 +247,38 @@ static uint64_t max_batch_bytes(const struct workload *w, uint64_t extra)
             best = sum;
     }
     return best;
+}
+
+/* ---- Ragged frames -------------------------------------------------- */
+
+void bench_frame(const struct workload *w, size_t k, uint8_t *dst)
+{
+    uint64_t ndim = w->ndim;
+    memcpy(dst, &ndim, 8); /* little-endian host */
+    memcpy(dst + 8, w->shape + k * w->ndim, 8 * (size_t)w->ndim);
+    memcpy(dst + wl_prefix(w), wl_rec(w, k), wl_bytes(w, k));
+}
+
+int bench_unframe(const struct workload *w, const uint8_t *src, uint64_t len,
+                  struct batch_out *o, size_t k)
+{
+    uint64_t pre = wl_prefix(w), ndim, count = 1;
+    if (len < pre)
+        return -1;
+    memcpy(&ndim, src, 8);
+    if (ndim != w->ndim)
+        return -1;
+    for (uint32_t d = 0; d < w->ndim; d++) {
+        uint64_t v;
+        memcpy(&v, src + 8 + 8 * d, 8);
+        o->shape[k * w->ndim + d] = v;
+        count *= v;
+    }
+    if (count * w->itemsize != len - pre)
+        return -1;
+    o->rec[k] = src + pre;
+    o->bytes[k] = len - pre;
+    return 0;
 }
 
 /* ---- zrecord -------------------------------------------------------- */
@@ -278,8 +311,8 @@ static int zrec_write(struct backend *b, const struct workload *w)
             rc = zr_train_dict_buffer(w->data, w->width, w->n, ZR_TIER_BALANCED, &dict,
                                       &opts.dict_len);
         } else {
-            const void **ptrs = xmalloc(w->n * sizeof *ptrs);
-            size_t *lens = xmalloc(w->n * sizeof *lens);
+            const void **ptrs = bench_xmalloc(w->n * sizeof *ptrs);
+            size_t *lens = bench_xmalloc(w->n * sizeof *lens);
             for (size_t k = 0; k < w->n; k++) {
                 ptrs[k] = wl_rec(w, k);
                 lens[k] = wl_bytes(w, k);
@@ -303,7 +336,7 @@ static int zrec_write(struct backend *b, const struct workload *w)
         if (rc == 0)
             rc = zr_append_dense(s, w->dtype, w->item_shape, w->ndim, w->data, w->n, NULL);
     } else {
-        recs = xmalloc(w->n * sizeof *recs);
+        recs = bench_xmalloc(w->n * sizeof *recs);
         for (size_t k = 0; k < w->n; k++)
             recs[k] = (zr_rec){.data = wl_rec(w, k), .shape = w->shape + k * w->ndim, .ndim = w->ndim};
         rc = zr_ragged_create(&s, b->dir, w->dtype, &opts);
@@ -331,9 +364,9 @@ static int zrec_prepare(struct backend *b, const struct workload *w)
         return -1;
     }
     z->itemsize = w->itemsize;
-    z->buf = batch_alloc(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
-    z->sizes = xmalloc(w->batch * sizeof *z->sizes);
-    z->offs = xmalloc(w->batch * sizeof *z->offs);
+    z->buf = bench_batch_alloc(w->ragged ? bench_max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
+    z->sizes = bench_xmalloc(w->batch * sizeof *z->sizes);
+    z->offs = bench_xmalloc(w->batch * sizeof *z->offs);
     return 0;
 }
 
@@ -399,7 +432,7 @@ static const struct backend_ops zrec_ops = {
  * more than it saves (the library's gather uses the same floor). */
 #define MIN_BLOCK_BYTES (64u << 10)
 
-static size_t block_count(int threads, size_t n, uint64_t bytes)
+size_t bench_block_count(int threads, size_t n, uint64_t bytes)
 {
     uint64_t p = bytes / MIN_BLOCK_BYTES;
     if (p > (uint64_t)threads)
@@ -411,7 +444,7 @@ static size_t block_count(int threads, size_t n, uint64_t bytes)
 
 /* Cut n records into `parts` contiguous blocks of about equal bytes:
  * cut[p] is the first record of block p, cut[parts] = n. */
-static void split_bytes(const uint64_t *end_bytes, size_t n, size_t parts, size_t *cut)
+void bench_split_bytes(const uint64_t *end_bytes, size_t n, size_t parts, size_t *cut)
 {
     uint64_t total = n ? end_bytes[n - 1] : 0;
     size_t k = 0;
@@ -456,7 +489,7 @@ static int memlim_setup(struct backend *b, const struct workload *w)
 {
     struct memlim *m = b->state;
     m->w = w;
-    m->data = batch_alloc(w->logical);
+    m->data = bench_batch_alloc(w->logical);
     return 0;
 }
 
@@ -471,9 +504,9 @@ static int memlim_write(struct backend *b, const struct workload *w)
 static int memlim_prepare(struct backend *b, const struct workload *w)
 {
     struct memlim *m = b->state;
-    m->buf = batch_alloc(w->ragged ? max_batch_bytes(w, 0) : w->batch * w->width);
-    m->offs = xmalloc(w->batch * sizeof *m->offs);
-    m->ends = xmalloc(w->batch * sizeof *m->ends);
+    m->buf = bench_batch_alloc(w->ragged ? bench_max_batch_bytes(w, 0) : w->batch * w->width);
+    m->offs = bench_xmalloc(w->batch * sizeof *m->offs);
+    m->ends = bench_xmalloc(w->batch * sizeof *m->ends);
     return 0;
 }
 
@@ -501,7 +534,7 @@ static int memlim_gather(struct backend *b, const uint64_t *idx, size_t n, struc
     m->n = n;
     o->buf = m->buf;
     if (!w->ragged) {
-        parts = block_count(m->threads, n, n * w->width);
+        parts = bench_block_count(m->threads, n, n * w->width);
         for (size_t p = 0; p <= parts; p++)
             m->cut[p] = n * p / parts;
     } else {
@@ -515,8 +548,8 @@ static int memlim_gather(struct backend *b, const uint64_t *idx, size_t n, struc
             o->bytes[k] = w->off[i + 1] - w->off[i];
             memcpy(o->shape + k * w->ndim, w->shape + i * w->ndim, w->ndim * sizeof *w->shape);
         }
-        parts = block_count(m->threads, n, at);
-        split_bytes(m->ends, n, parts, m->cut);
+        parts = bench_block_count(m->threads, n, at);
+        bench_split_bytes(m->ends, n, parts, m->cut);
     }
     team_run(m->team, parts, memlim_shard, m);
     return 0;
@@ -562,7 +595,7 @@ static int read_file(const char *path, uint8_t **out, size_t *len)
     uint8_t *buf = NULL;
     if (fstat(fd, &st) != 0)
         goto out;
-    buf = xmalloc((size_t)st.st_size);
+    buf = bench_xmalloc((size_t)st.st_size);
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
@@ -616,8 +649,8 @@ static int frames_from_store(const char *dir, size_t n, struct frames *f)
     if (n > ((size_t)1 << 28) || read_file(path, &loc, &loclen) != 0 || loclen < n * 16)
         goto out;
     f->n = n;
-    f->off = xmalloc((n + 1) * sizeof *f->off);
-    f->logic = xmalloc(n * sizeof *f->logic);
+    f->off = bench_xmalloc((n + 1) * sizeof *f->off);
+    f->logic = bench_xmalloc(n * sizeof *f->logic);
     f->off[0] = 0;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = loc + i * 16;
@@ -719,7 +752,7 @@ static void zlim_compress(void *arg, size_t t)
         if (w->ragged) {
             if (size > stage_cap) {
                 free(stage);
-                stage = xmalloc(stage_cap = size);
+                stage = bench_xmalloc(stage_cap = size);
             }
             physical(w, i, stage);
             in = stage;
@@ -727,7 +760,7 @@ static void zlim_compress(void *arg, size_t t)
         size_t bound = ZSTD_compressBound(size);
         if (bound > out_cap) {
             free(out);
-            out = xmalloc(out_cap = bound);
+            out = bench_xmalloc(out_cap = bound);
         }
         size_t r = ZSTD_compress2(c, out, out_cap, in, size);
         if (ZSTD_isError(r)) {
@@ -754,12 +787,12 @@ static int zlim_setup(struct backend *b, const struct workload *w)
     uint64_t cap = 0;
     for (size_t i = 0; i < w->n; i++)
         cap += ZSTD_compressBound(wl_bytes(w, i) + wl_prefix(w));
-    z->fr.arena = batch_alloc(cap);
-    z->slot = xmalloc(w->n * sizeof *z->slot);
-    z->len = xmalloc(w->n * sizeof *z->len);
+    z->fr.arena = bench_batch_alloc(cap);
+    z->slot = bench_xmalloc(w->n * sizeof *z->slot);
+    z->len = bench_xmalloc(w->n * sizeof *z->len);
     z->fr.n = w->n;
-    z->fr.off = xmalloc((w->n + 1) * sizeof *z->fr.off);
-    z->fr.logic = xmalloc(w->n * sizeof *z->fr.logic);
+    z->fr.off = bench_xmalloc((w->n + 1) * sizeof *z->fr.off);
+    z->fr.logic = bench_xmalloc(w->n * sizeof *z->fr.logic);
     for (size_t i = 0; i < w->n; i++)
         z->fr.logic[i] = (uint32_t)(wl_bytes(w, i) + wl_prefix(w));
     return 0;
@@ -830,9 +863,9 @@ static int zlim_prepare(struct backend *b, const struct workload *w)
     } else {
         snprintf(b->note, sizeof b->note, "frames and dictionary read from the zrecord-zstdict store");
     }
-    z->buf = batch_alloc(w->ragged ? max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
-    z->offs = xmalloc(w->batch * sizeof *z->offs);
-    z->ends = xmalloc(w->batch * sizeof *z->ends);
+    z->buf = bench_batch_alloc(w->ragged ? bench_max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width);
+    z->offs = bench_xmalloc(w->batch * sizeof *z->offs);
+    z->ends = bench_xmalloc(w->batch * sizeof *z->ends);
     return 0;
 }
 
@@ -861,7 +894,7 @@ static int zlim_gather(struct backend *b, const uint64_t *idx, size_t n, struct 
     z->idx = idx;
     o->buf = z->buf;
     if (!w->ragged) {
-        parts = block_count(z->threads, n, n * w->width);
+        parts = bench_block_count(z->threads, n, n * w->width);
         for (size_t p = 0; p <= parts; p++)
             z->cut[p] = n * p / parts;
     } else {
@@ -871,8 +904,8 @@ static int zlim_gather(struct backend *b, const uint64_t *idx, size_t n, struct 
             at += (z->fr.logic[idx[k]] + 7) & ~(uint64_t)7;
             z->ends[k] = at;
         }
-        parts = block_count(z->threads, n, at);
-        split_bytes(z->ends, n, parts, z->cut);
+        parts = bench_block_count(z->threads, n, at);
+        bench_split_bytes(z->ends, n, parts, z->cut);
     }
     team_run(z->team, parts, zlim_shard, z);
     if (atomic_load(&z->failed))
@@ -997,6 +1030,29 @@ int backend_init(struct backend *b, enum backend_kind kind, int threads, const c
         b->state = z;
         return 0;
     }
+    case BK_ZRECORDFS_RAW:
+    case BK_ZRECORDFS_ZSTD:
+    case BK_ZRECORDFS_GATHER_RAW:
+    case BK_ZRECORDFS_GATHER_ZSTD:
+        return be_zrecordfs_init(b, kind);
+    case BK_NPY_MMAP_RAW:
+        return be_npy_init(b, kind);
+    case BK_NUMPY_FANCY_RAW:
+        return be_numpy_init(b, kind);
+    case BK_FILES_RAW:
+        return be_files_init(b, kind);
+    case BK_SQUASHFUSE_RAW:
+    case BK_SQUASHFUSE_ZSTD:
+        return be_squashfuse_init(b, kind);
+    case BK_LMDB_RAW:
+        return be_lmdb_init(b, kind);
+    case BK_HDF5_RAW:
+    case BK_HDF5_GZIP:
+        return be_hdf5_init(b, kind);
+    case BK_SQLITE_RAW:
+        return be_sqlite_init(b, kind);
+    case BK_KIND_COUNT:
+        break;
     }
     return -1;
 }

@@ -95,6 +95,11 @@ struct backend {
     const char *dir;      /* its folder (stores live here) */
     const char *peer_dir; /* zstd limits: the folder of the store whose frames they mirror */
     char note[512];       /* anything the report should say about this row */
+    /* A backend whose gather runs in another process (NumPy) times the
+     * gather itself and leaves the seconds here; the harness then uses
+     * them instead of its own clock, which would include the hand-over. */
+    bool self_timed;
+    double inner_seconds;
 };
 
 struct backend_ops {
@@ -121,9 +126,34 @@ enum backend_kind {
     BK_MEMCPY_LIMIT,
     BK_ZSTD_LIMIT,
     BK_ZSTD_DICT_LIMIT,
+    BK_ZRECORDFS_RAW,        /* per-record files of the zrecord-raw store, mounted */
+    BK_ZRECORDFS_ZSTD,       /* the same over the zrecord-zstd store */
+    BK_ZRECORDFS_GATHER_RAW, /* .gather of the zrecord-raw store, mounted */
+    BK_ZRECORDFS_GATHER_ZSTD,
+    BK_NPY_MMAP_RAW,         /* Dense only: one .npy, mapped, memcpy gather */
+    BK_NUMPY_FANCY_RAW,      /* Dense only: np.load(mmap_mode='r')[idx] in python3 */
+    BK_FILES_RAW,            /* one file per record on the local disk */
+    BK_SQUASHFUSE_RAW,       /* those files in an uncompressed squashfs image */
+    BK_SQUASHFUSE_ZSTD,      /* ... in a zstd squashfs image */
+    BK_LMDB_RAW,
+    BK_HDF5_RAW,
+    BK_HDF5_GZIP,
+    BK_SQLITE_RAW,
+    BK_KIND_COUNT
 };
 int backend_init(struct backend *b, enum backend_kind kind, int threads, const char *dir,
                  const char *peer_dir);
+
+/* The constructors of the rows in the be_*.c files; backend_init calls
+ * them after filling b->dir, b->peer_dir and b->threads. */
+int be_zrecordfs_init(struct backend *b, enum backend_kind kind);
+int be_npy_init(struct backend *b, enum backend_kind kind);
+int be_numpy_init(struct backend *b, enum backend_kind kind);
+int be_files_init(struct backend *b, enum backend_kind kind);
+int be_squashfuse_init(struct backend *b, enum backend_kind kind);
+int be_lmdb_init(struct backend *b, enum backend_kind kind);
+int be_hdf5_init(struct backend *b, enum backend_kind kind);
+int be_sqlite_init(struct backend *b, enum backend_kind kind);
 
 /* A team of threads for the limits: run fn(ctx, k) for k in [0, nshards)
  * on `threads` threads (the caller is one of them). */
@@ -135,6 +165,70 @@ void team_shutdown(void);
 /* A large buffer (records, frames, batches): 2 MiB-aligned and advised
  * for transparent huge pages, the same for every row. Free with free(). */
 void *big_alloc(size_t n);
+
+/* malloc that ends the program on failure (the benchmark has no use for
+ * a half-made row). */
+void *bench_xmalloc(size_t n);
+
+/* A batch buffer from big_alloc, touched once so that page faults stay
+ * out of the timed gathers. */
+uint8_t *bench_batch_alloc(size_t n);
+
+/* The largest number of bytes any planned batch (or any batch of the
+ * validation sweep) needs when each record takes its payload plus extra
+ * bytes, rounded up to 8. */
+uint64_t bench_max_batch_bytes(const struct workload *w, uint64_t extra);
+
+/* How many blocks a batch of n records and `bytes` bytes is split into
+ * over `threads` threads (none under 64 KiB), and where the cuts fall for
+ * blocks of about equal bytes (end_bytes: running totals). */
+size_t bench_block_count(int threads, size_t n, uint64_t bytes);
+void bench_split_bytes(const uint64_t *end_bytes, size_t n, size_t parts, size_t *cut);
+
+/* Ragged records framed as the zrecord store holds them, for the stores
+ * that keep one value per record (LMDB, SQLite, per-record files of the
+ * squashfs image): [u64 ndim][u64 dims...][payload], little-endian. */
+static inline uint64_t bench_frame_size(const struct workload *w, size_t k)
+{
+    return wl_prefix(w) + wl_bytes(w, k);
+}
+void bench_frame(const struct workload *w, size_t k, uint8_t *dst);
+/* Check a framed record of len bytes against the workload's dtype and
+ * ndim and hand it out as record k of o. Returns 0 or -1. */
+int bench_unframe(const struct workload *w, const uint8_t *src, uint64_t len,
+                  struct batch_out *o, size_t k);
+
+/* NPY version 1.0 (be_npy.c). npy_header writes the header of an array of
+ * dtype and shape into buf (NPY_HEADER_MAX bytes) and returns its length,
+ * a multiple of 64, so the data after it stays aligned. npy_parse reads a
+ * header (any version-1.0 header NumPy or zrecordfs writes) and returns
+ * its length and the shape, or 0 if it is not one. */
+#define NPY_HEADER_MAX 256
+size_t npy_header(char *buf, const char *dtype, const uint64_t *shape, uint32_t ndim);
+size_t npy_parse(const uint8_t *p, size_t len, const char *dtype, uint64_t *shape,
+                 uint32_t maxdim, uint32_t *ndim);
+
+/* One file per record (be_files.c): record i is the file "i" (Dense: its
+ * bytes) or "i.npy" (Ragged: an NPY file with its shape). The reader
+ * opens, reads and closes each file of a batch in order, on one thread. */
+int perfile_write(const struct workload *w, const char *dir);
+struct perfile {
+    const struct workload *w;
+    int dirfd;
+    uint8_t *buf;
+    uint64_t cap;
+};
+int perfile_open(struct perfile *p, const struct workload *w, const char *dir);
+int perfile_gather(struct perfile *p, const uint64_t *idx, size_t n, struct batch_out *o);
+void perfile_close(struct perfile *p);
+
+/* Run a program and wait for it; 0 if it exited with status 0 (its
+ * output goes to stderr). Mount points: bench_mount runs a command that
+ * mounts on mnt and returns 0 once mnt is a different file system;
+ * bench_unmount takes it off again (fusermount3 -u) and waits until it is. */
+int bench_exec(const char *const argv[]);
+int bench_mount(const char *const argv[], const char *mnt);
+void bench_unmount(const char *mnt);
 
 /* Monotonic seconds. */
 double now_seconds(void);

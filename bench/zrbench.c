@@ -45,24 +45,67 @@ struct options {
     int write_reps;
     uint64_t seed;
     bool keep;
+    const char *tsv;
 };
 
 struct row_spec {
     enum backend_kind kind;
-    int threads; /* 0: all */
+    int threads;             /* 0: all */
+    enum backend_kind peer;  /* the row whose store it reads, or BK_KIND_COUNT */
+    bool need_peer;          /* cannot run without that row */
+    bool dense_only;
 };
 
+#define NONE BK_KIND_COUNT
+/* The order of the tables: this project's rows, the stores users pick
+ * instead, then the limits. */
 static const struct row_spec ROWS[] = {
-    {BK_ZRECORD_RAW, 0},     {BK_ZRECORD_ZSTD, 0},    {BK_ZRECORD_ZSTDICT, 0},
-    {BK_MEMCPY_LIMIT, 1},    {BK_MEMCPY_LIMIT, 0},    {BK_ZSTD_LIMIT, 1},
-    {BK_ZSTD_LIMIT, 0},      {BK_ZSTD_DICT_LIMIT, 1}, {BK_ZSTD_DICT_LIMIT, 0},
+    {BK_ZRECORD_RAW, 0, NONE, false, false},
+    {BK_ZRECORD_ZSTD, 0, NONE, false, false},
+    {BK_ZRECORD_ZSTDICT, 0, NONE, false, false},
+    {BK_ZRECORDFS_RAW, 1, BK_ZRECORD_RAW, true, false},
+    {BK_ZRECORDFS_ZSTD, 1, BK_ZRECORD_ZSTD, true, false},
+    {BK_ZRECORDFS_GATHER_RAW, 0, BK_ZRECORD_RAW, true, false},
+    {BK_ZRECORDFS_GATHER_ZSTD, 0, BK_ZRECORD_ZSTD, true, false},
+    {BK_NPY_MMAP_RAW, 1, NONE, false, true},
+    {BK_NPY_MMAP_RAW, 0, NONE, false, true},
+    {BK_NUMPY_FANCY_RAW, 1, BK_NPY_MMAP_RAW, true, true},
+    {BK_FILES_RAW, 1, NONE, false, false},
+    {BK_SQUASHFUSE_RAW, 1, NONE, false, false},
+    {BK_SQUASHFUSE_ZSTD, 1, NONE, false, false},
+    {BK_LMDB_RAW, 1, NONE, false, false},
+    {BK_HDF5_RAW, 1, NONE, false, false},
+    {BK_HDF5_GZIP, 1, NONE, false, false},
+    {BK_SQLITE_RAW, 1, NONE, false, false},
+    {BK_MEMCPY_LIMIT, 1, NONE, false, false},
+    {BK_MEMCPY_LIMIT, 0, NONE, false, false},
+    {BK_ZSTD_LIMIT, 1, BK_ZRECORD_ZSTD, false, false},
+    {BK_ZSTD_LIMIT, 0, BK_ZRECORD_ZSTD, false, false},
+    {BK_ZSTD_DICT_LIMIT, 1, BK_ZRECORD_ZSTDICT, true, false},
+    {BK_ZSTD_DICT_LIMIT, 0, BK_ZRECORD_ZSTDICT, true, false},
 };
 #define NROWS (sizeof ROWS / sizeof *ROWS)
 
-static const char *const ROW_NAMES[] = {
-    [BK_ZRECORD_RAW] = "zrecord-raw",   [BK_ZRECORD_ZSTD] = "zrecord-zstd",
-    [BK_ZRECORD_ZSTDICT] = "zrecord-zstdict", [BK_MEMCPY_LIMIT] = "memcpy-limit",
-    [BK_ZSTD_LIMIT] = "zstd-limit",     [BK_ZSTD_DICT_LIMIT] = "zstd-dict-limit",
+static const char *const ROW_NAMES[BK_KIND_COUNT] = {
+    [BK_ZRECORD_RAW] = "zrecord-raw",
+    [BK_ZRECORD_ZSTD] = "zrecord-zstd",
+    [BK_ZRECORD_ZSTDICT] = "zrecord-zstdict",
+    [BK_MEMCPY_LIMIT] = "memcpy-limit",
+    [BK_ZSTD_LIMIT] = "zstd-limit",
+    [BK_ZSTD_DICT_LIMIT] = "zstd-dict-limit",
+    [BK_ZRECORDFS_RAW] = "zrecordfs-raw",
+    [BK_ZRECORDFS_ZSTD] = "zrecordfs-zstd",
+    [BK_ZRECORDFS_GATHER_RAW] = "zrecordfs-gather-raw",
+    [BK_ZRECORDFS_GATHER_ZSTD] = "zrecordfs-gather-zstd",
+    [BK_NPY_MMAP_RAW] = "npy-mmap-raw",
+    [BK_NUMPY_FANCY_RAW] = "numpy-fancy-raw",
+    [BK_FILES_RAW] = "files-raw",
+    [BK_SQUASHFUSE_RAW] = "squashfuse-raw",
+    [BK_SQUASHFUSE_ZSTD] = "squashfuse-zstd",
+    [BK_LMDB_RAW] = "lmdb-raw",
+    [BK_HDF5_RAW] = "hdf5-raw",
+    [BK_HDF5_GZIP] = "hdf5-gzip",
+    [BK_SQLITE_RAW] = "sqlite-raw",
 };
 
 static const char *const WORKLOADS[] = {"dense-vision", "ragged-vision", "dense-tokens",
@@ -146,14 +189,21 @@ static bool want_workload(const struct options *o, const char *name)
     return !only_names_workloads(o->only) || listed(o->only, name);
 }
 
+static bool want_kind(const struct options *o, enum backend_kind k)
+{
+    return !only_names_rows(o->only) || listed(o->only, ROW_NAMES[k]);
+}
+
+/* A row runs if --only names no row, if it names this one, or if it names
+ * a row that cannot run without this one's store. */
 static bool want_row(const struct options *o, enum backend_kind k)
 {
-    if (!only_names_rows(o->only))
+    if (want_kind(o, k))
         return true;
-    if (listed(o->only, ROW_NAMES[k]))
-        return true;
-    /* The dictionary limit decompresses the zstdict store's frames. */
-    return k == BK_ZRECORD_ZSTDICT && listed(o->only, ROW_NAMES[BK_ZSTD_DICT_LIMIT]);
+    for (size_t r = 0; r < NROWS; r++)
+        if (ROWS[r].need_peer && ROWS[r].peer == k && want_kind(o, ROWS[r].kind))
+            return true;
+    return false;
 }
 
 /* ---- Files ---------------------------------------------------------- */
@@ -307,7 +357,8 @@ static int timed_pass(struct backend *bk, const bool *on, size_t nrows, const st
                 fprintf(stderr, "zrbench: %s/%s: gather failed\n", w->name, bk[r].name);
                 return -1;
             }
-            lat[r * w->nbatches + q] = now_seconds() - t0;
+            double t = now_seconds() - t0;
+            lat[r * w->nbatches + q] = bk[r].self_timed ? bk[r].inner_seconds : t;
         }
     }
     for (size_t r = 0; r < nrows; r++) {
@@ -339,19 +390,23 @@ static int run_workload(const struct options *opt, const struct workload *w, con
     for (size_t r = 0; r < NROWS; r++) {
         if (!want_row(opt, ROWS[r].kind))
             continue;
-        /* On a one-CPU machine the all-thread limit is the 1-thread one. */
-        if (ROWS[r].threads == 1 && all == 1)
+        /* On a one-CPU machine a kind's all-thread row is its 1-thread
+         * row. */
+        if (ROWS[r].threads == 1 && all == 1 && r + 1 < NROWS && ROWS[r + 1].kind == ROWS[r].kind)
             continue;
-        dirs[r] = join(wdir, ROW_NAMES[ROWS[r].kind]);
-        /* The zstd limits mirror a store written earlier in ROWS. */
+        if (ROWS[r].dense_only && w->ragged)
+            continue;
+        /* Rows of one kind with different thread counts get folders of
+         * their own. */
+        char sub[64];
+        snprintf(sub, sizeof sub, "%s-%d", ROW_NAMES[ROWS[r].kind], ROWS[r].threads);
+        dirs[r] = join(wdir, sub);
+        /* Some rows read the store a row earlier in ROWS wrote. */
         const char *peer = NULL;
-        enum backend_kind pk = ROWS[r].kind == BK_ZSTD_LIMIT        ? BK_ZRECORD_ZSTD
-                               : ROWS[r].kind == BK_ZSTD_DICT_LIMIT ? BK_ZRECORD_ZSTDICT
-                                                                    : ROWS[r].kind;
-        for (size_t q = 0; q < r && pk != ROWS[r].kind; q++)
-            if (on[q] && ROWS[q].kind == pk)
+        for (size_t q = 0; q < r && ROWS[r].peer != NONE; q++)
+            if (on[q] && ROWS[q].kind == ROWS[r].peer && !peer)
                 peer = dirs[q];
-        if (ROWS[r].kind == BK_ZSTD_DICT_LIMIT && !peer)
+        if (ROWS[r].need_peer && !peer)
             continue;
         if (backend_init(&bk[r], ROWS[r].kind, ROWS[r].threads, dirs[r], peer) != 0) {
             fprintf(stderr, "zrbench: cannot set up %s\n", ROW_NAMES[ROWS[r].kind]);
@@ -572,6 +627,119 @@ static int print_targets(const struct wl_result *res, size_t nres, int all)
     return missed;
 }
 
+/* This project's rows (the library and its file system) and the limits
+ * are not "other backends". */
+static bool is_other(const struct result *x)
+{
+    return x->valid && !x->in_ram && strncmp(x->name, "zrecord", 7) != 0;
+}
+
+static const struct result *best_other(const struct wl_result *res)
+{
+    const struct result *best = NULL;
+    for (size_t r = 0; r < res->nrows; r++) {
+        const struct result *x = &res->rows[r];
+        if (is_other(x) && (!best || x->gather_mibs > best->gather_mibs))
+            best = x;
+    }
+    return best;
+}
+
+/* After each table: every zrecord codec against the fastest other row. */
+static void print_best_other(const struct wl_result *res, int all)
+{
+    const struct result *b = best_other(res);
+    if (!b)
+        return;
+    printf("**zrecord / best other backend** (the fastest gather among the rows that are not "
+           "zrecord, zrecordfs or a limit: %s, %d thread%s, %.0f MiB/s):",
+           b->name, b->threads, b->threads == 1 ? "" : "s", b->gather_mibs);
+    const char *ours[] = {"zrecord-raw", "zrecord-zstd", "zrecord-zstdict"};
+    int shown = 0;
+    for (size_t k = 0; k < 3; k++) {
+        const struct result *z = find(res, ours[k], all);
+        if (z)
+            printf("%s %s %.2fx", shown++ ? "," : "", z->name, z->gather_mibs / b->gather_mibs);
+    }
+    printf(".\n\n");
+}
+
+/* The comparison targets: ratios of gather rates (krecords/s for Ragged
+ * tokens, the same ratio on one plan) against named rows, some also
+ * requiring an equal or better disk ratio. */
+static int print_comparison(const struct wl_result *res, size_t nres, int all)
+{
+    struct target {
+        const char *wl, *ours, *peer;
+        int peer_threads; /* -1: the best other backend */
+        double target;
+        bool disk;        /* also an equal or better disk ratio */
+    };
+    static const struct target T[] = {
+        {"dense-vision", "zrecord-raw", NULL, -1, 1.5, false},
+        {"dense-vision", "zrecord-zstd", "squashfuse-zstd", 1, 1.8, true},
+        {"dense-vision", "zrecord-zstd", "hdf5-gzip", 1, 3.0, true},
+        {"ragged-vision", "zrecord-raw", "lmdb-raw", 1, 1.5, false},
+        {"ragged-vision", "zrecord-zstd", "hdf5-gzip", 1, 5.0, false},
+        {"dense-tokens", "zrecord-raw", "npy-mmap-raw", 1, 1.0, false},
+        {"dense-tokens", "zrecord-raw", "npy-mmap-raw", 0, 0, false},
+        {"dense-tokens", "zrecord-raw", "lmdb-raw", 1, 2.5, false},
+        {"ragged-tokens", "zrecord-raw", "lmdb-raw", 1, 1.5, false},
+        {"ragged-tokens", "zrecord-zstd", "lmdb-raw", 1, 1.5, false},
+        {"ragged-tokens", "zrecord-zstdict", "lmdb-raw", 1, 1.5, false},
+    };
+    int missed = 0, shown = 0;
+    for (size_t j = 0; j < sizeof T / sizeof *T; j++) {
+        const struct wl_result *r = NULL;
+        for (size_t k = 0; k < nres; k++)
+            if (strcmp(res[k].wname, T[j].wl) == 0)
+                r = &res[k];
+        if (!r)
+            continue;
+        const struct result *a = find(r, T[j].ours, all);
+        const struct result *b = T[j].peer_threads < 0
+                                     ? best_other(r)
+                                     : find(r, T[j].peer, T[j].peer_threads ? T[j].peer_threads : all);
+        if (!a || !b)
+            continue;
+        if (!shown++)
+            printf("### Comparison targets (same run)\n\n"
+                   "| workload | measure | ratio | target | met |\n|---|---|---:|---:|---|\n");
+        double ratio = a->gather_mibs / b->gather_mibs;
+        char what[256], disk[96] = "";
+        if (T[j].disk)
+            snprintf(disk, sizeof disk, ", disk ratio %.2fx vs %.2fx", a->ratio, b->ratio);
+        snprintf(what, sizeof what, "%s %s / %s%s (%d thread%s) %s%s", a->name,
+                 strcmp(T[j].wl, "ragged-tokens") == 0 ? "krecords/s" : "gather",
+                 T[j].peer_threads < 0 ? "best other: " : "", b->name, b->threads,
+                 b->threads == 1 ? "" : "s",
+                 strcmp(T[j].wl, "ragged-tokens") == 0 ? "krecords/s" : "gather", disk);
+        if (T[j].target <= 0) {
+            printf("| %s | %s | %.2f | — | — |\n", T[j].wl, what, ratio);
+            continue;
+        }
+        bool met = ratio >= T[j].target && (!T[j].disk || a->ratio >= b->ratio);
+        missed += !met;
+        printf("| %s | %s | %.2f | ≥ %.2f%s | %s |\n", T[j].wl, what, ratio, T[j].target,
+               T[j].disk ? ", disk ratio ≥" : "", met ? "yes" : "**no**");
+    }
+    if (shown)
+        printf("\n");
+    return missed;
+}
+
+/* One line per row for the plot: workload, backend, threads, gather
+ * MiB/s, krecords/s. */
+static void write_tsv(FILE *f, const struct wl_result *res)
+{
+    for (size_t r = 0; r < res->nrows; r++) {
+        const struct result *x = &res->rows[r];
+        if (x->valid)
+            fprintf(f, "%s\t%s\t%d\t%.1f\t%.2f\n", res->wname, x->name, x->threads,
+                    x->gather_mibs, x->krecs);
+    }
+}
+
 static void print_machine(const char *tmp)
 {
     char model[256] = "unknown CPU";
@@ -618,11 +786,16 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: zrbench [--quick] [--only NAME[,NAME...]] [--dir DIR] [--passes N]\n"
-            "               [--write-reps N] [--seed N] [--keep] [--no-boost]\n"
+            "               [--write-reps N] [--seed N] [--keep] [--no-boost] [--tsv FILE]\n"
             "NAME is a workload (dense-vision ragged-vision dense-tokens ragged-tokens)\n"
-            "or a row (zrecord-raw zrecord-zstd zrecord-zstdict memcpy-limit zstd-limit\n"
-            "zstd-dict-limit). Stores go to a temporary folder under DIR (default\n"
-            "/var/tmp), which must be on a local disk, not tmpfs. The run takes nice\n"
+            "or a row: zrecord-raw zrecord-zstd zrecord-zstdict zrecordfs-raw\n"
+            "zrecordfs-zstd zrecordfs-gather-raw zrecordfs-gather-zstd npy-mmap-raw\n"
+            "numpy-fancy-raw files-raw squashfuse-raw squashfuse-zstd lmdb-raw hdf5-raw\n"
+            "hdf5-gzip sqlite-raw memcpy-limit zstd-limit zstd-dict-limit (a row that\n"
+            "reads another row's store brings that row along). Stores go to a temporary\n"
+            "folder under DIR (default /var/tmp), which must be on a local disk, not\n"
+            "tmpfs. --tsv writes workload, row, threads, gather MiB/s and krecords/s\n"
+            "per line to FILE. The run takes nice\n"
             "-20 when the process may raise its priority (--no-boost: never).\n");
 }
 
@@ -636,7 +809,7 @@ int main(int argc, char **argv)
         {"dir", required_argument, NULL, 'd'}, {"passes", required_argument, NULL, 'p'},
         {"write-reps", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
         {"keep", no_argument, NULL, 'k'},      {"help", no_argument, NULL, 'h'},
-        {"no-boost", no_argument, NULL, 'n'},
+        {"no-boost", no_argument, NULL, 'n'},  {"tsv", required_argument, NULL, 't'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -650,6 +823,7 @@ int main(int argc, char **argv)
         case 's': opt.seed = strtoull(optarg, NULL, 10); break;
         case 'k': opt.keep = true; break;
         case 'n': opt.boost = false; break;
+        case 't': opt.tsv = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -676,7 +850,7 @@ int main(int argc, char **argv)
             bool found = false;
             for (size_t k = 0; k < 4; k++)
                 found |= strlen(WORKLOADS[k]) == len && strncmp(p, WORKLOADS[k], len) == 0;
-            for (size_t k = 0; k < sizeof ROW_NAMES / sizeof *ROW_NAMES; k++)
+            for (size_t k = 0; k < BK_KIND_COUNT; k++)
                 found |= strlen(ROW_NAMES[k]) == len && strncmp(p, ROW_NAMES[k], len) == 0;
             if (!found) {
                 fprintf(stderr, "zrbench: unknown name '%.*s' in --only\n", (int)len, p);
@@ -707,6 +881,11 @@ int main(int argc, char **argv)
     if (opt.quick)
         sz = (struct sizes){.images = 100, .tokens = 10000, .vision_batches = 10, .token_batches = 20};
 
+    FILE *tsv = NULL;
+    if (opt.tsv && !(tsv = fopen(opt.tsv, "w"))) {
+        fprintf(stderr, "zrbench: %s: %s\n", opt.tsv, strerror(errno));
+        return 1;
+    }
     g_start = now_seconds();
     bool boosted = opt.boost && raise_priority();
     print_machine(tmp);
@@ -752,6 +931,9 @@ int main(int argc, char **argv)
         rc = run_workload(&opt, w, tmp, &res[nres]);
         if (rc == 0) {
             print_table(&res[nres]);
+            print_best_other(&res[nres], zr_threads());
+            if (tsv)
+                write_tsv(tsv, &res[nres]);
             fflush(stdout);
             nres++;
         }
@@ -763,6 +945,7 @@ int main(int argc, char **argv)
     int missed = 0;
     if (rc == 0) {
         missed = print_targets(res, nres, zr_threads());
+        missed += print_comparison(res, nres, zr_threads());
         double load[3] = {0};
         getloadavg(load, 3);
         printf("Whole run: %.0f s; load average at the end %.2f.\n", now_seconds() - t_start,
@@ -771,6 +954,8 @@ int main(int argc, char **argv)
     wl_free(&wtd);
     wl_free(&wtr);
     team_shutdown();
+    if (tsv && fclose(tsv) != 0)
+        rc = -1;
     if (!opt.keep)
         rmtree(tmp);
     free(tmp);
