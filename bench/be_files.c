@@ -269,6 +269,7 @@ int be_files_init(struct backend *b, enum backend_kind kind)
         return -1;
     b->name = "files-raw";
     b->threads = 1;
+    b->write_once = true;
     b->ops = &files_ops;
     snprintf(b->note, sizeof b->note,
              "one file per record on the local disk (Ragged: an .npy file each), "

@@ -7,17 +7,16 @@
  * squashfuse-raw builds the image without any compression (-noI -noD -noF
  * -noX); squashfuse-zstd compresses data, fragments and metadata with
  * zstd at mksquashfs's default level (15) and block size (128 KiB), what
- * a user typing `mksquashfs dir image -comp zstd` gets. The write column
- * is everything a user pays to make the image: the files written to the
- * local disk, then mksquashfs over them (on all CPUs, its default). The
- * staging folder is removed before the reads, so only the image is left.
+ * a user typing `mksquashfs dir image -comp zstd` gets. The image is made
+ * from the folder the files-raw row of the same run wrote, so the write
+ * column is mksquashfs alone (on all CPUs, its default), turning files
+ * already on the disk into an image.
  *
  * A gather is the files-raw loop (open, read, close per record on one
  * thread) on the mounted image: with one reader, the driver's threads add
  * no parallelism, which is what a single-process data loader sees.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +26,7 @@
 
 struct sqfs {
     bool zstd;
-    char *src, *image, *mnt;
+    char *image, *mnt;
     struct perfile pf;
     bool is_mounted;
 };
@@ -40,32 +39,22 @@ static char *path_in(const char *dir, const char *name)
     return p;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int sqfs_write(struct backend *b, const struct workload *w)
 {
     struct sqfs *q = b->state;
-    if (mkdir(b->dir, 0700) != 0 && errno != EEXIST)
+    (void)w;
+    if (!b->peer_dir || (mkdir(b->dir, 0700) != 0 && errno != EEXIST))
         return -1;
-    if (perfile_write(w, q->src) != 0)
-        return -1;
-    const char *raw[] = {"mksquashfs", q->src, q->image, "-noappend", "-no-progress", "-quiet",
-                         "-noI", "-noD", "-noF", "-noX", NULL};
-    const char *zstd[] = {"mksquashfs", q->src, q->image, "-noappend", "-no-progress", "-quiet",
-                          "-comp", "zstd", NULL};
+    const char *raw[] = {"mksquashfs", b->peer_dir, q->image, "-noappend", "-no-progress",
+                         "-quiet", "-noI", "-noD", "-noF", "-noX", NULL};
+    const char *zstd[] = {"mksquashfs", b->peer_dir, q->image, "-noappend", "-no-progress",
+                          "-quiet", "-comp", "zstd", NULL};
     return bench_exec(q->zstd ? zstd : raw);
 }
 
 static int sqfs_prepare(struct backend *b, const struct workload *w)
 {
     struct sqfs *q = b->state;
-    nftw(q->src, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     const char *argv[] = {"squashfuse_ll", q->image, q->mnt, NULL};
     if (bench_mount(argv, q->mnt) != 0)
         return -1;
@@ -79,7 +68,7 @@ static int sqfs_gather(struct backend *b, const uint64_t *idx, size_t n, struct 
     return perfile_gather(&q->pf, idx, n, o);
 }
 
-/* The image alone (the staging folder is gone by then). */
+/* The image alone. */
 static uint64_t sqfs_footprint(struct backend *b)
 {
     struct sqfs *q = b->state;
@@ -95,7 +84,6 @@ static void sqfs_release(struct backend *b)
     perfile_close(&q->pf);
     if (q->is_mounted)
         bench_unmount(q->mnt);
-    free(q->src);
     free(q->image);
     free(q->mnt);
     free(q);
@@ -116,16 +104,16 @@ int be_squashfuse_init(struct backend *b, enum backend_kind kind)
     if (!q)
         return -1;
     q->zstd = kind == BK_SQUASHFUSE_ZSTD;
-    q->src = path_in(b->dir, "src");
     q->image = path_in(b->dir, "image.sqfs");
     q->mnt = path_in(b->dir, "mnt");
     b->name = q->zstd ? "squashfuse-zstd" : "squashfuse-raw";
     b->threads = 1;
+    b->write_once = true;
     b->ops = &sqfs_ops;
     b->state = q;
     snprintf(b->note, sizeof b->note,
              "squashfuse_ll mount of a squashfs image of the files-raw files (%s), read with "
-             "open/read/close on one thread; write = the files plus mksquashfs on all CPUs",
+             "open/read/close on one thread; write = mksquashfs of that folder on all CPUs",
              q->zstd ? "mksquashfs -comp zstd: level 15, 128 KiB blocks"
                      : "mksquashfs -noI -noD -noF -noX: nothing compressed");
     return 0;

@@ -71,8 +71,8 @@ static const struct row_spec ROWS[] = {
     {BK_NPY_MMAP_RAW, 0, NONE, false, true},
     {BK_NUMPY_FANCY_RAW, 1, BK_NPY_MMAP_RAW, true, true},
     {BK_FILES_RAW, 1, NONE, false, false},
-    {BK_SQUASHFUSE_RAW, 1, NONE, false, false},
-    {BK_SQUASHFUSE_ZSTD, 1, NONE, false, false},
+    {BK_SQUASHFUSE_RAW, 1, BK_FILES_RAW, true, false},
+    {BK_SQUASHFUSE_ZSTD, 1, BK_FILES_RAW, true, false},
     {BK_LMDB_RAW, 1, NONE, false, false},
     {BK_HDF5_RAW, 1, NONE, false, false},
     {BK_HDF5_GZIP, 1, NONE, false, false},
@@ -284,14 +284,19 @@ static int check_batch(const struct workload *w, const char *name, const uint64_
     return 0;
 }
 
-/* Every record once, in index order, then every planned batch. */
+/* Every planned batch; for the library's rows and the limits (the engine
+ * benchmark's rows) first every record once, in index order. The other
+ * rows skip that sweep: on the token workloads it is eight times the
+ * plan, and through a file system at a few thousand records a second it
+ * would take longer than the whole benchmark. */
 static int validate(struct backend *b, const struct workload *w, struct batch_out *o)
 {
     uint64_t *idx = malloc(w->batch * sizeof *idx);
     int rc = 0;
+    bool sweep = b->in_ram || strncmp(b->name, "zrecord-", 8) == 0;
     if (!idx)
         return -1;
-    for (size_t a = 0; rc == 0 && a < w->n; a += w->batch) {
+    for (size_t a = 0; sweep && rc == 0 && a < w->n; a += w->batch) {
         size_t n = w->n - a < w->batch ? w->n - a : w->batch;
         for (size_t k = 0; k < n; k++)
             idx[k] = a + k;
