@@ -344,49 +344,13 @@ int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
 /* Answer a read of a by-reference Dense batch: bytes [pos, end) of the
  * records h->list names, back to back, taken from the store's mapping.
  * Nothing can move them: the store is raw and the mount read-only. */
-/* The same, spliced from the chunk files: the kernel moves page
- * references through a pipe and copies once, into the reader. */
-static int splice_by_ref(struct zfs_store *st, const uint64_t *idx, fuse_req_t req,
-                         uint64_t pos, uint64_t end)
-{
-    const uint64_t w = st->width;
-    uint64_t k0 = pos / w, k1 = (end - 1) / w;
-    size_t count = (size_t)(k1 - k0 + 1);
-    struct fuse_bufvec *bv = zfs_bufvec(count);
-    if (!bv)
-        return -ENOMEM;
-    struct fuse_buf *bufs = bv->buf;
-    for (size_t j = 0; j < count; j++) {
-        uint64_t k = k0 + j;
-        int fd;
-        uint64_t foff, size;
-        int zrc = zr_record_extent(st->zs, idx[k], &fd, &foff, &size);
-        if (zrc != 0) {
-            fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .gather: %s\n", st->path, zr_last_error());
-            free(bv);
-            return -zfs_errno(zrc);
-        }
-        uint64_t a = k == k0 ? pos - k * w : 0;
-        uint64_t b = k == k1 ? end - k * w : w;
-        bufs[j] = (struct fuse_buf){.size = (size_t)(b - a),
-                                    .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
-                                    .fd = fd,
-                                    .pos = (off_t)(foff + a)};
-    }
-    fuse_reply_data(req, bv, 0);
-    free(bv);
-    return 0;
-}
-
-static int reply_by_ref(struct zfs_fs *fs, struct zfs_store *st, struct zfs_handle *h,
-                        fuse_req_t req, uint64_t pos, uint64_t end)
+static int reply_by_ref(struct zfs_store *st, struct zfs_handle *h, fuse_req_t req,
+                        uint64_t pos, uint64_t end)
 {
     const uint64_t w = st->width;
     const uint64_t *idx = h->list.idx;
     uint64_t k0 = pos / w, k1 = (end - 1) / w;
     size_t count = (size_t)(k1 - k0 + 1);
-    if (count <= SPAN_IOVS && fs->splice && end - pos >= ZFS_SPLICE_MIN)
-        return splice_by_ref(st, idx, req, pos, end);
     if (count > SPAN_IOVS) {
         int rc = reserve_gather(h, count * w);
         if (rc != 0)
@@ -420,6 +384,7 @@ static int reply_by_ref(struct zfs_fs *fs, struct zfs_store *st, struct zfs_hand
 
 int zfs_gather_reply(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size)
 {
+    (void)fs;
     struct zfs_store *st = h->st;
     if (!st->zs)
         return -EIO;
@@ -455,7 +420,7 @@ int zfs_gather_reply(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, si
             fuse_reply_buf(req, NULL, 0);
             return 0;
         }
-        int rc = reply_by_ref(fs, st, h, req, pos, end);
+        int rc = reply_by_ref(st, h, req, pos, end);
         if (rc != 0) {
             drop_answer(h);
             return rc;

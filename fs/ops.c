@@ -224,11 +224,7 @@ static void reply_missing(fuse_req_t req, struct zfs_fs *fs)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    struct zfs_fs *fs = userdata;
-    if (conn->capable & FUSE_CAP_SPLICE_WRITE) {
-        conn->want |= FUSE_CAP_SPLICE_WRITE;
-        fs->splice = true;
-    }
+    (void)userdata;
     /* O_TRUNC arrives with OPEN instead of as a separate SETATTR, so
      * `echo 3 1 4 > .gather` needs no truncation support. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
@@ -547,65 +543,6 @@ static void reply_record(fuse_req_t req, const struct zfs_rec *r, size_t size, o
     fuse_reply_iov(req, iov, cnt);
 }
 
-/* Reply with bytes [off, off + size) of record i of a direct store,
- * straight from the store: large replies spliced from the chunk file,
- * small ones written from the mapping. */
-static void reply_direct(fuse_req_t req, struct zfs_fs *fs, struct zfs_store *st, uint64_t i,
-                         size_t size, off_t off)
-{
-    struct zfs_rec d;
-    int rc = zfs_rec_span(fs, st, i, &d);
-    if (rc != 0) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    uint64_t total = d.hdr_len + d.payload_len, start = (uint64_t)off;
-    uint64_t end = start >= total ? start : total - start < size ? total : start + size;
-    if (!fs->splice || end - start < ZFS_SPLICE_MIN) {
-        reply_record(req, &d, size, off);
-        return;
-    }
-    int fd;
-    uint64_t foff, stored;
-    int zrc = zr_record_extent(st->zs, i, &fd, &foff, &stored);
-    if (zrc != 0) {
-        fuse_reply_err(req, zfs_errno(zrc));
-        return;
-    }
-    /* The payload's place in the file: after the shape prefix, if any. */
-    foff += stored - d.payload_len;
-    struct fuse_bufvec *bv = zfs_bufvec(2);
-    if (!bv) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    struct fuse_buf *b = bv->buf;
-    size_t cnt = 0;
-    if (start < d.hdr_len) {
-        uint64_t hend = end < d.hdr_len ? end : d.hdr_len;
-        b[cnt++] = (struct fuse_buf){.size = (size_t)(hend - start), .mem = d.hdr + start};
-    }
-    if (end > d.hdr_len) {
-        uint64_t p0 = (start > d.hdr_len ? start : d.hdr_len) - d.hdr_len;
-        b[cnt++] = (struct fuse_buf){.size = (size_t)(end - d.hdr_len - p0),
-                                     .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
-                                     .fd = fd,
-                                     .pos = (off_t)(foff + p0)};
-    }
-    bv->count = cnt;
-    fuse_reply_data(req, bv, 0);
-    free(bv);
-}
-
-struct fuse_bufvec *zfs_bufvec(size_t count)
-{
-    size_t extra = count > 1 ? count - 1 : 0;
-    struct fuse_bufvec *bv = calloc(1, sizeof *bv + extra * sizeof bv->buf[0]);
-    if (bv)
-        bv->count = count;
-    return bv;
-}
-
 static void reply_slice(fuse_req_t req, const char *buf, size_t len, size_t size, off_t off)
 {
     if ((uint64_t)off >= len)
@@ -638,8 +575,10 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
             reply_slice(req, text, len, size, off);
         free(text);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0 && t.st->direct) {
-        reply_direct(req, fs, t.st, t.slot - ZFS_RECORD_SLOT0, size, off);
-        return;
+        struct zfs_rec d;
+        rc = zfs_rec_span(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &d);
+        if (rc == 0)
+            reply_record(req, &d, size, off);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0) {
         struct zfs_rec *r;
         rc = zfs_rec_get(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &r);
@@ -667,9 +606,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     switch (h->type) {
     case ZFS_H_RECORD: {
         if (h->st->direct) {
-            /* Served from the store: no decode, no per-handle state. */
-            reply_direct(req, fs, h->st, h->index, size, off);
-            return;
+            /* Served from the mapping: no decode, no per-handle state. */
+            struct zfs_rec d;
+            rc = zfs_rec_span(fs, h->st, h->index, &d);
+            if (rc == 0)
+                reply_record(req, &d, size, off);
+            break;
         }
         struct zfs_rec *r = NULL;
         pthread_mutex_lock(&h->mu);

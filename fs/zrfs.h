@@ -122,19 +122,7 @@ struct zfs_fs {
     double timeout;          /* entry and attribute timeout, seconds */
     int nctl;                /* control files shown in a store folder */
     enum zfs_ctl ctl[4];     /* which, in listing order */
-    /* The kernel takes replies spliced from a pipe: large reads of direct
-     * stores are then spliced from the chunk files, page references
-     * instead of the daemon's own copy. Set at INIT. */
-    bool splice;
 };
-
-/* Replies smaller than this are written from the mapping: splicing costs
- * a pipe round trip that only pays for itself over a few pages. */
-#define ZFS_SPLICE_MIN (16u << 10)
-
-/* A fuse_bufvec with room for count buffers (libfuse declares one), its
- * position at the start; free() it. NULL when out of memory. */
-struct fuse_bufvec *zfs_bufvec(size_t count);
 
 /* A decoded record, shared by the handles and the small cache that hold
  * references to it. Immutable once loaded. */
