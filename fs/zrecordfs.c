@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "fs/zrfs.h"
@@ -28,6 +29,7 @@ static const struct fuse_opt opt_spec[] = {
     {"npy", offsetof(struct zfs_config, npy), 1},
     {"noopen", offsetof(struct zfs_config, noopen), 1},
     {"ext=%s", offsetof(struct zfs_config, ext), 0},
+    {"mt", offsetof(struct zfs_config, mt), 1},
     FUSE_OPT_END,
 };
 
@@ -58,6 +60,8 @@ static void usage(void)
            "    -o ext=SUFFIX          add SUFFIX to record names (e.g. -o ext=.png)\n"
            "    -o noopen              no OPEN round trips: fastest warm reads, no\n"
            "                           .gather (read-only mounts only)\n"
+           "    -o mt                  the multi-threaded loop even on 2 CPUs or fewer\n"
+           "                           (it is the default above 2; -s: one thread)\n"
            "\n");
 }
 
@@ -204,8 +208,15 @@ int main(int argc, char *argv[])
         goto out;
     }
 
+    /* On two CPUs the single-threaded loop serves a reader two to four
+     * times faster (doc/fs-benchmarks.md): the multi-threaded loop hands
+     * each request to whichever thread wakes, often on the core the reader
+     * needs, and the reader, the daemon and the kernel then trade two
+     * cores among three. Gathers still run on the library's own pool. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    bool single = opts.singlethread || (!fs.cfg.mt && cpus > 0 && cpus <= 2);
     int rc;
-    if (opts.singlethread) {
+    if (single) {
         rc = fuse_session_loop(se);
     } else {
         if (!(loop_cfg = fuse_loop_cfg_create()))

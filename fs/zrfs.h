@@ -50,6 +50,7 @@ struct zfs_config {
     int rw;           /* -o rw: exclusive lock, .compact and .delete work */
     int npy;          /* -o npy: records are complete NPY files */
     int noopen;       /* -o noopen: OPEN answered with ENOSYS */
+    int mt;           /* -o mt: the multi-threaded loop on any machine */
     int foreground;
     int debug;
     char *ext;        /* suffix of record names; "" for none */

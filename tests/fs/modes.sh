@@ -2,7 +2,8 @@
 # modes.sh: the naming and opening modes. -o npy serves complete NPY
 # files that numpy.load reads back as the appended arrays; -o ext=SUFFIX
 # names records with a suffix; -o noopen serves the same bytes without
-# OPEN round trips and has no .gather.
+# OPEN round trips and has no .gather; -o mt serves them from libfuse's
+# multi-threaded loop.
 . "$(dirname "$0")/lib.sh"
 
 make_tree
@@ -41,6 +42,16 @@ unmount_fs "$m" "$pid"
 opens=$(grep -c "opcode: OPEN " "$m.log" || true)
 [ "$opens" -eq 1 ] || fail "-o noopen: $opens OPEN requests reached the daemon"
 ok "-o noopen"
+
+# -o mt: libfuse's multi-threaded loop (the default above two CPUs) serves
+# the same bytes to parallel readers, .gather included.
+m="$tmp/mt"
+mount_fs "$m" -o mt "$tmp/tree"
+pid=$DAEMON
+$CHECK records "$m" "$tmp/exp" 4 $STORES
+$CHECK gather "$m" "$tmp/exp" $STORES
+unmount_fs "$m" "$pid"
+ok "-o mt"
 
 # Options that do not go together are refused before anything is mounted.
 mkdir -p "$tmp/x"
