@@ -9,6 +9,8 @@
 # block (--verify_only). A block with wrong bytes, or the right bytes at
 # the wrong offset, fails the run. Skipped (77) without fio.
 . "${srcdir:-.}/tests/fs/lib.sh"
+# Under AddressSanitizer the daemons need tests/reliability/asan-fuse.supp.
+export ASAN_OPTIONS="suppressions=$here/asan-fuse.supp${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 
 command -v fio > /dev/null || { echo "SKIP: fio is not installed (bash scripts/deps.sh --dev)"; exit 77; }
 

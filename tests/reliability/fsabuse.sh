@@ -10,6 +10,8 @@
 # exactly. FSABUSE_SEED picks the run (default: the time).
 # doc/reliability.md gives the 10-minute command.
 . "${srcdir:-.}/tests/fs/lib.sh"
+# Under AddressSanitizer the daemons need tests/reliability/asan-fuse.supp.
+export ASAN_OPTIONS="suppressions=$here/asan-fuse.supp${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 
 CHECK="$PY $here/../fs/zrfs_check.py"
 seconds=${FSABUSE_SECONDS:-20}
