@@ -19,8 +19,8 @@ mkdir "$tmp/src"
 i=0
 for spec in 4k:4m 64k:3m 4k:12k 512:3584; do
     bs=${spec%%:*} size=${spec##*:}
-    fio --name=mk --filename="$tmp/src/$i" --rw=write --bs="$bs" --size="$size" \
-        --verify=crc32c --do_verify=0 --ioengine=psync --output=/dev/null ||
+    (cd "$tmp" && fio --name=mk --filename="$tmp/src/$i" --rw=write --bs="$bs" --size="$size" \
+        --verify=crc32c --do_verify=0 --ioengine=psync --output=/dev/null) ||
         fail "fio could not write $tmp/src/$i"
     echo "$tmp/src/$i" >> "$tmp/list"
     i=$((i + 1))

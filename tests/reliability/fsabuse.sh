@@ -1,7 +1,7 @@
 #!/bin/bash
 # The file system under abuse: a tree of stores mounted read-only and a
-# copy of it mounted read-write, and FSABUSE_PROCS processes (default 4)
-# making random operations on both for FSABUSE_SECONDS (default 20):
+# copy of it mounted read-write (both multi-threaded), and FSABUSE_PROCS
+# processes (default 4) making random operations on both for FSABUSE_SECONDS (default 20):
 # reads at random offsets and sizes, listings, odd names, garbage to every
 # control file, .gather batches, mmap of records, compactions
 # (tests/reliability/fsabuse.py). Every answer must be the right data or
@@ -20,9 +20,11 @@ seed=${FSABUSE_SEED:-$(date +%s)}
 
 make_tree
 cp -a "$tmp/tree" "$tmp/tree_rw"
-mount_fs "$tmp/ro" "$tmp/tree"
+# -o mt: libfuse's multi-threaded loop whatever the number of CPUs, so
+# that requests of the processes are served at the same time.
+mount_fs "$tmp/ro" -o mt "$tmp/tree"
 ro_pid=$DAEMON
-mount_fs "$tmp/rw" -o rw "$tmp/tree_rw"
+mount_fs "$tmp/rw" -o rw,mt "$tmp/tree_rw"
 rw_pid=$DAEMON
 
 $PY "$here/../reliability/fsabuse.py" "$tmp/ro" "$tmp/rw" "$tmp/exp" "$seconds" "$procs" "$seed" ||
