@@ -1,9 +1,11 @@
 #!/bin/sh
-# Regenerate doc/benchmarks.md: build the engine benchmark (make bench), run
-# it, and write the method followed by the measured tables. Arguments are
-# passed to bench/zrbench (for example --quick, or --only dense-vision);
-# with arguments the result goes to stdout instead of doc/benchmarks.md,
-# unless --write is the first one.
+# The store tables alone: build bench/zrbench (make bench), run it, and
+# print the method followed by the measured tables on stdout. Arguments
+# are passed to bench/zrbench (for example --quick, or --only
+# dense-vision,zrecord-raw,memcpy-limit). With --write first, the page
+# goes to doc/engine-benchmarks.md instead. bench/run is the command that
+# writes doc/benchmarks.md (these tables, the file system and the loader
+# benchmarks together).
 #
 # Run it from a configured build tree (./configure has run) while the
 # machine is otherwise idle: the ratios compare rows of one run, but other
@@ -13,13 +15,10 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-out=doc/benchmarks.md
-if [ $# -gt 0 ]; then
-    if [ "$1" = "--write" ]; then
-        shift
-    else
-        out=-
-    fi
+out=-
+if [ $# -gt 0 ] && [ "$1" = "--write" ]; then
+    shift
+    out=doc/engine-benchmarks.md
 fi
 
 if [ ! -f Makefile ]; then
