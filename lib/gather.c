@@ -28,12 +28,7 @@
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
- * saves. Waking a pool thread costs tens of microseconds (more on a
- * virtual machine), about what copying 1 MiB does, so raw blocks are cut
- * no smaller than that: a batch of 256 token records (512 KiB) is copied
- * on the caller's thread, which measured 1.6x faster than two threads.
- * Decoding costs far more per byte, so compressed blocks split sooner. */
-#define MIN_RAW_BLOCK_BYTES (1u << 20)
+ * saves. */
 #define MIN_BLOCK_BYTES (64u << 10)
 
 /* Ragged batches up to this many records keep their entries on the
@@ -152,15 +147,13 @@ static void gather_shard(void *arg, size_t k)
 }
 
 /* How many blocks a batch of total decoded bytes is cut into: a few per
- * thread for balance, none under the codec's minimum, at most one a
- * record. */
+ * thread for balance, none under MIN_BLOCK_BYTES, at most one a record. */
 static size_t block_count(const zr_store *s, size_t n, uint64_t total)
 {
     size_t threads = (size_t)zr_pool_threads();
     size_t per_thread = s->codec == ZR_CODEC_RAW ? 2 : 4;
     uint64_t shards = ZR_MIN((uint64_t)n, (uint64_t)threads * per_thread);
-    uint64_t min_block = s->codec == ZR_CODEC_RAW ? MIN_RAW_BLOCK_BYTES : MIN_BLOCK_BYTES;
-    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / min_block));
+    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / MIN_BLOCK_BYTES));
 }
 
 /* Ragged: check every entry first, then cut the batch at equal shares of
