@@ -441,6 +441,27 @@ START_TEST(record_span_points_at_the_bytes_a_gather_copies)
 }
 END_TEST
 
+/* A raw batch of several MiB is cut into blocks for the pool's threads;
+ * every record still lands in its place, in request order. */
+START_TEST(large_raw_batches_split_across_threads_keep_request_order)
+{
+    const uint64_t shape[] = {2048};
+    char *path = zt_path("big");
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "<i4", shape, 1, NULL));
+    zt_append_dense_gen(s, 31, 700);
+    uint64_t *idx = malloc(1500 * sizeof *idx);
+    for (uint64_t k = 0; k < 1500; k++)
+        idx[k] = (k * 409 + 11) % 700;
+    int rc = 0;
+    ck_assert(zt_dense_matches(s, 31, idx, 1500, &rc));
+    ck_assert_int_eq(rc, 0);
+    free(idx);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_dense(void)
 {
     Suite *s = suite_create("dense");
@@ -461,6 +482,7 @@ Suite *suite_dense(void)
     tcase_add_test(tc, record_table_rolls_over_to_new_segments);
     tcase_add_test(tc, chunks_and_segments_roll_over_together);
     tcase_add_test(tc, record_span_points_at_the_bytes_a_gather_copies);
+    tcase_add_test(tc, large_raw_batches_split_across_threads_keep_request_order);
     suite_add_tcase(s, tc);
     return s;
 }
