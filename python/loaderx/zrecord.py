@@ -11,6 +11,14 @@ the whole batch, made with the GIL released (cffi releases it around every
 call), and reads land directly in the memory of the NumPy array that is
 returned: nothing is copied after the call.
 
+A Dense read of a megabyte or more lands in a buffer the store recycles.
+Fresh memory of that size comes from the kernel untouched, and faulting
+it in page by page costs more than the gather itself, so the buffer of a
+batch the program has dropped is kept (at most two per store, released
+at close) and the next read of the same size reuses it. The array that a
+read returns owns its buffer for as long as anything references it, as
+any NumPy array does; only then does the buffer go back to the store.
+
 Indexing a store selects records, never elements: ``ds[3]`` is one record,
 ``ds[0, 5, 2]`` (a tuple), ``ds[[0, 5, 2]]``, ``ds[2:8:3]``, an integer
 array or a boolean mask of ``len(ds)`` entries select several, in the order
@@ -66,6 +74,61 @@ _ITER_BLOCK = 1024
 # Ragged records are gathered at offsets that are multiples of 8, so that
 # every payload lands 8-byte aligned; their shape prefix is little-endian.
 _PREFIX = np.dtype("<u8")
+
+# Dense reads of at least this many bytes use recycled buffers, and a store
+# keeps at most _POOL_IDLE of them idle. Two idle buffers cover the usual
+# loop, ``x = ds[idx]``, where the previous batch is dropped only after the
+# next one has been read.
+_POOL_MIN_BYTES = 1 << 20
+_POOL_IDLE = 2
+
+
+class _BufferPool:
+    """The idle gather buffers of one store.
+
+    The lock is re-entrant because a buffer comes back from a finaliser,
+    which the garbage collector may run on a thread that is inside take().
+    """
+
+    __slots__ = ("lock", "idle", "closed")
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.idle = []
+        self.closed = False
+
+    def take(self, nbytes):
+        """A buffer of nbytes bytes: an idle one, or a new one."""
+        with self.lock:
+            for k in range(len(self.idle) - 1, -1, -1):
+                if self.idle[k].nbytes == nbytes:
+                    return self.idle.pop(k)
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def give(self, buf):
+        with self.lock:
+            if not self.closed and len(self.idle) < _POOL_IDLE:
+                self.idle.append(buf)
+
+    def close(self):
+        with self.lock:
+            self.closed = True
+            self.idle.clear()
+
+
+class _Recycled:
+    """A pooled buffer lent to the arrays of one read; collected with the
+    last of them, it gives the buffer back."""
+
+    __slots__ = ("pool", "buf", "__array_interface__")
+
+    def __init__(self, pool, buf):
+        self.pool = pool
+        self.buf = buf
+        self.__array_interface__ = buf.__array_interface__
+
+    def __del__(self):
+        self.pool.give(self.buf)
 
 
 def _tier_code(tier):
@@ -141,6 +204,7 @@ class _Store:
         self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
         self._writable = bool(lib.zr_writable(ptr))
+        self._pool = _BufferPool()
 
     # ---- creating and opening -------------------------------------------
 
@@ -229,6 +293,7 @@ class _Store:
                               "handle", StoreBusyError)
             ptr, self._ptr = self._ptr, None
         lib.zr_close(ptr)
+        self._pool.close()
 
     def __del__(self):
         ptr = getattr(self, "_ptr", None)
@@ -518,7 +583,12 @@ class DenseStore(_Store):
         return f", item_shape={self._item_shape}"
 
     def _gather(self, ptr, idx, shape, scalar):
-        out = np.empty((idx.size,) + self._item_shape, dtype=self._dtype)
+        nbytes = idx.size * self._width
+        if nbytes >= _POOL_MIN_BYTES:
+            buf = np.asarray(_Recycled(self._pool, self._pool.take(nbytes)))
+            out = buf.view(self._dtype).reshape((idx.size,) + self._item_shape)
+        else:
+            out = np.empty((idx.size,) + self._item_shape, dtype=self._dtype)
         if idx.size:
             check(lib.zr_gather_dense(ptr, ffi.from_buffer("uint64_t[]", idx),
                                       idx.size, _writable_buffer(out)))

@@ -2,6 +2,7 @@
 kept across reopening, handles and their life cycle."""
 
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -253,3 +254,63 @@ def test_verify_reports_a_sound_store():
         rs.append([np.full(n, n, np.uint8) for n in range(1, 40)])
         rep = rs.verify()
     assert rep == {"ok": True, "records_checked": 39, "problems": []}
+
+
+# Reads of a megabyte or more go through the store's recycled buffers; these
+# records make a 16-record read exactly 1 MiB.
+BIG_ITEM = (256, 256)
+
+
+def big_store(rng, n=64):
+    data = rng.integers(0, 256, size=(n,) + BIG_ITEM, dtype=np.uint8)
+    ds = DenseStore.create("big", np.uint8, BIG_ITEM)
+    ds.append(data)
+    return ds, data
+
+
+def test_big_reads_held_at_once_never_share_memory(rng):
+    ds, data = big_store(rng)
+    with ds:
+        held = [(idx, ds[idx]) for idx in
+                (rng.integers(0, 64, 16) for _ in range(5))]
+        for k, (idx, got) in enumerate(held):
+            same_bytes(got, data[idx])
+            for _, other in held[k + 1:]:
+                assert not np.shares_memory(got, other)
+
+
+def test_a_dropped_big_read_gives_its_buffer_to_the_next(rng):
+    ds, data = big_store(rng)
+    with ds:
+        first = ds[:16]
+        del first
+        idx = rng.integers(0, 64, 16)
+        # NumPy reports its data allocations to tracemalloc: a read that
+        # reuses the dropped buffer allocates next to nothing.
+        tracemalloc.start()
+        try:
+            got = ds[idx]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < (1 << 20) // 4
+        same_bytes(got, data[idx])
+
+
+def test_a_view_of_a_big_read_keeps_its_buffer(rng):
+    ds, data = big_store(rng)
+    with ds:
+        row = ds[:16][3]
+        for _ in range(4):
+            ds[rng.integers(0, 64, 16)]
+        same_bytes(row, data[3])
+
+
+def test_a_big_read_outlives_its_closed_store(rng):
+    ds, data = big_store(rng)
+    got = ds[16:32]
+    ds.close()
+    again = DenseStore.open("big", readonly=True)
+    same_bytes(again[:16], data[:16])
+    same_bytes(got, data[16:32])
+    again.close()
