@@ -377,16 +377,21 @@ class _Store:
             raise invalid("records are selected by an integer, a slice, "
                           "integers or a boolean mask, not "
                           f"{type(key).__name__} of {a.dtype}")
-        if a.dtype.kind == "i":
-            bad = (a < -n) | (a >= n)
-            if bad.any():
-                raise invalid(f"index {int(a[bad].flat[0])} is out of range "
-                              f"for a store of {n} records",
-                              IndexOutOfRangeError)
-            a = np.where(a < 0, a + n, a)
-        elif a.size and a.max() >= n:
-            raise invalid(f"index {int(a.max())} is out of range for a store "
-                          f"of {n} records", IndexOutOfRangeError)
+        # Two reductions clear the common case, indices already in
+        # [0, n); only the others pay for finding the first bad index and
+        # for counting negative ones from the end.
+        signed = a.dtype.kind == "i"
+        if a.size and (a.max() >= n or (signed and a.min() < 0)):
+            if signed:
+                bad = (a < -n) | (a >= n)
+                if bad.any():
+                    raise invalid(f"index {int(a[bad].flat[0])} is out of "
+                                  f"range for a store of {n} records",
+                                  IndexOutOfRangeError)
+                a = np.where(a < 0, a + n, a)
+            else:
+                raise invalid(f"index {int(a.max())} is out of range for a "
+                              f"store of {n} records", IndexOutOfRangeError)
         idx = np.ascontiguousarray(a.reshape(-1), dtype=np.uint64)
         return idx, a.shape, False
 
