@@ -1,0 +1,834 @@
+#!/usr/bin/python3
+"""The Python benchmark: loaderx's binding against the C library, NumPy,
+h5py, lmdb and PyTorch, on dense vision records, in one run.
+
+    bench/pybench.py [--build DIR] [--out FILE] [options]
+
+writes doc/python-benchmarks.md (to FILE, or stdout). DIR is the build
+tree (default: the source tree), where `make bench` has built
+lib/libloaderx.so and bench/pygather.
+
+The workload is batch 256 of uint8 (3, 224, 224) records, 147 KiB each,
+drawn uniformly at random with repeats from a store of --records records.
+Every backend gets the same source records and the same batch plan. Every
+path's bytes are checked against the source before anything is timed.
+
+Two comparisons:
+
+- Store gather. The binding's ``ds[idx]`` (a new array per batch, as a
+  program gets it) against bench/pygather, a C program that makes the same
+  zr_gather_dense calls into one reused buffer, the library's own rate;
+  the library called through cffi into a reused buffer; NumPy's memory map
+  (fancy indexing, and np.take into a reused buffer); h5py with one chunk
+  per record (read_direct into a reused buffer); the lmdb module, key =
+  the record's index as 8 big-endian bytes (copied from the zero-copy
+  buffers into a reused array). The backends take turns within each round
+  and the rounds are repeated, so that a neighbour's load falls on all of
+  them alike; each rate is the plan's bytes over the median round.
+- Loaders. loaderx.dataloader.DataLoader against torch.utils.data's
+  DataLoader over a NumPy memory map, both with 2 workers and 4 batches in
+  flight, each in a fresh process of its own. This process samples the
+  resident set of the loader's whole process tree (the process and every
+  descendant, found in /proc) every 20 ms and reports its peak; the peak
+  of the tree's summed proportional set size (Pss, which shares a page
+  among the processes mapping it) is sampled every 200 ms beside it.
+
+On a shared machine, run it when no other benchmark runs (under the
+machine's benchmark lock, if it has one).
+"""
+
+import argparse
+import json
+import mmap
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import numpy as np
+
+ITEM = (3, 224, 224)
+WIDTH = int(np.prod(ITEM))
+MIB = float(1 << 20)
+# The loaders, each run in a process of its own: "loaderx" and "torch"
+# are the target's pair, the others show the neighbouring settings.
+LOADERS = ("loaderx", "loaderx-prefetch2", "torch", "torch-batched")
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---- the source records and the stores --------------------------------------
+
+
+def make_source(n, seed):
+    """n images whose bytes are random, and the labels, which are the
+    records' own indices so that a loader's batch says which records it
+    holds."""
+    rng = np.random.default_rng(seed)
+    images = np.empty((n,) + ITEM, dtype=np.uint8)
+    for s in range(0, n, 256):
+        images[s:s + 256] = rng.integers(0, 256, size=images[s:s + 256].shape,
+                                         dtype=np.uint8)
+    return images, np.arange(n, dtype=np.int64)
+
+
+def record_crcs(images):
+    return np.array([zlib.crc32(r) for r in images.reshape(len(images), -1)],
+                    dtype=np.uint32)
+
+
+def lmdb_key(i):
+    return int(i).to_bytes(8, "big")
+
+
+def write_stores(work, images, labels):
+    """Write every backend's copy of the source; return their sizes."""
+    import h5py
+    import lmdb
+    from loaderx.zrecord import DenseStore
+
+    sizes = {}
+    zdir = os.path.join(work, "zrecord")
+    os.mkdir(zdir)
+    with DenseStore.create(os.path.join(zdir, "images"), np.uint8, ITEM) as ds:
+        for s in range(0, len(images), 256):
+            ds.append(images[s:s + 256])
+        ds.sync()
+    with DenseStore.create(os.path.join(zdir, "labels"), np.int64) as ds:
+        ds.append(labels)
+        ds.sync()
+    sizes["zrecord"] = disk_bytes(os.path.join(zdir, "images"))
+
+    np.save(os.path.join(work, "images.npy"), images)
+    np.save(os.path.join(work, "labels.npy"), labels)
+    sizes["npy"] = disk_bytes(os.path.join(work, "images.npy"))
+
+    h5 = os.path.join(work, "images.h5")
+    with h5py.File(h5, "w") as f:
+        d = f.create_dataset("images", shape=images.shape, dtype=np.uint8,
+                             chunks=(1,) + ITEM)
+        for s in range(0, len(images), 256):
+            d[s:s + 256] = images[s:s + 256]
+    sizes["h5"] = disk_bytes(h5)
+
+    ldir = os.path.join(work, "lmdb")
+    env = lmdb.open(ldir, map_size=2 * images.nbytes + (64 << 20),
+                    sync=False, metasync=False)
+    for s in range(0, len(images), 256):
+        with env.begin(write=True) as txn:
+            for i in range(s, min(s + 256, len(images))):
+                txn.put(lmdb_key(i), images[i].tobytes())
+    env.sync(True)
+    env.close()
+    sizes["lmdb"] = disk_bytes(ldir)
+    return sizes
+
+
+def disk_bytes(path):
+    """Allocated bytes of a file or of every file under a folder."""
+    if os.path.isfile(path):
+        return os.stat(path).st_blocks * 512
+    return sum(os.stat(os.path.join(d, f)).st_blocks * 512
+               for d, _, files in os.walk(path) for f in files)
+
+
+# ---- the store gather ------------------------------------------------------
+
+
+class CGather:
+    """bench/pygather, the library's own gather, driven over its stdin."""
+
+    def __init__(self, exe, store, plan_path, batch):
+        self.proc = subprocess.Popen([exe, store, plan_path, str(batch)],
+                                     stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        first = self.proc.stdout.readline().split()
+        if not first or first[0] != "ready":
+            raise SystemExit(f"pybench: {exe} did not start: {first}")
+
+    def ask(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().strip()
+        if reply.startswith("error") or not reply:
+            raise SystemExit(f"pybench: pygather: {reply or 'no reply'}")
+        return reply
+
+    def run(self, nbatch):
+        return [float(ns) / 1e9 for ns in self.ask(f"run 0 {nbatch}").split()]
+
+    def dump(self, k, path):
+        self.ask(f"dump {k} {path}")
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def gather_readers(work, batch):
+    """name -> (what it is, function(idx) -> array of the batch)."""
+    import h5py
+    import lmdb
+    from loaderx._lib import ffi, lib
+    from loaderx.zrecord import DenseStore
+
+    ds = DenseStore.open(os.path.join(work, "zrecord", "images"), readonly=True)
+    reused = np.empty((batch,) + ITEM, dtype=np.uint8)
+    reused_c = ffi.from_buffer(reused, require_writable=True)
+
+    def binding(idx):
+        return ds[idx]
+
+    def cffi_direct(idx):
+        u = np.ascontiguousarray(idx, dtype=np.uint64)
+        rc = lib.zr_gather_dense(ds._ptr, ffi.from_buffer("uint64_t[]", u),
+                                 u.size, reused_c)
+        if rc != 0:
+            raise SystemExit(f"pybench: zr_gather_dense: {rc}")
+        return reused
+
+    mm = np.load(os.path.join(work, "images.npy"), mmap_mode="r")
+
+    def npy_fancy(idx):
+        return mm[idx]
+
+    def npy_take(idx):
+        return np.take(mm, idx, axis=0, out=reused)
+
+    h5 = h5py.File(os.path.join(work, "images.h5"), "r")["images"]
+
+    def hdf5(idx):
+        for k, i in enumerate(idx):
+            h5.read_direct(reused, np.s_[int(i)], np.s_[k])
+        return reused
+
+    env = lmdb.open(os.path.join(work, "lmdb"), readonly=True, lock=False)
+    flat = reused.reshape(batch, -1)
+
+    def lmdb_get(idx):
+        with env.begin(buffers=True) as txn:
+            for k, i in enumerate(idx):
+                flat[k] = np.frombuffer(txn.get(lmdb_key(i)), dtype=np.uint8)
+        return reused
+
+    return {
+        "loaderx ds[idx]": ("the binding's indexing: a new array per batch",
+                            binding),
+        "loaderx via cffi": ("zr_gather_dense called through cffi into one "
+                             "reused array", cffi_direct),
+        "npy mmap, fancy index": ("np.load(mmap_mode='r')[idx]: a new array "
+                                  "per batch", npy_fancy),
+        "npy mmap, np.take out=": ("np.take(mmap, idx, axis=0, out=): one "
+                                   "reused array", npy_take),
+        "h5py, chunk per record": ("Dataset.read_direct per record into one "
+                                   "reused array", hdf5),
+        "lmdb, key = index": ("txn.get(key) zero-copy, copied into one reused "
+                              "array", lmdb_get),
+    }
+
+
+def check_batch(name, got, want):
+    got = np.asarray(got)
+    if got.dtype != want.dtype or got.shape != want.shape \
+            or not np.array_equal(got, want):
+        raise SystemExit(f"pybench: {name} returned wrong records")
+
+
+def bench_gather(args, work, images, plan):
+    plan_path = os.path.join(work, "plan.u64")
+    np.ascontiguousarray(plan, dtype=np.uint64).tofile(plan_path)
+    exe = os.path.join(args.build, "bench", "pygather")
+    cg = CGather(exe, os.path.join(work, "zrecord", "images"), plan_path,
+                 args.batch)
+    readers = gather_readers(work, args.batch)
+
+    # Check every path on every planned batch (pygather on the first three,
+    # through a file), which also warms every store's pages.
+    for name, (_, read) in readers.items():
+        for idx in plan:
+            check_batch(name, read(idx), images[idx])
+    dump = os.path.join(work, "dump")
+    for k in range(min(3, len(plan))):
+        cg.dump(k, dump)
+        got = np.fromfile(dump, dtype=np.uint8).reshape((args.batch,) + ITEM)
+        check_batch("pygather", got, images[plan[k]])
+    os.unlink(dump)
+
+    names = ["C (bench/pygather)"] + list(readers)
+    times = {n: [] for n in names}        # per round: per-batch seconds
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            if name == names[0]:
+                times[name].append(cg.run(len(plan)))
+                continue
+            read = readers[name][1]
+            per = []
+            for idx in plan:
+                t0 = time.perf_counter()
+                read(idx)
+                per.append(time.perf_counter() - t0)
+            times[name].append(per)
+    cg.close()
+
+    nbytes = len(plan) * args.batch * WIDTH
+    rows = []
+    for name in names:
+        rounds = [sum(per) for per in times[name]]
+        flat = sorted(t for per in times[name] for t in per)
+        rows.append({
+            "name": name,
+            "what": ("the same zr_gather_dense calls from C into one reused "
+                     "buffer" if name == names[0] else readers[name][0]),
+            "mib_s": nbytes / statistics.median(rounds) / MIB,
+            "krec_s": len(plan) * args.batch / statistics.median(rounds) / 1e3,
+            "p50_ms": 1e3 * flat[len(flat) // 2],
+            "p95_ms": 1e3 * flat[min(len(flat) - 1, int(0.95 * len(flat)))],
+            "rounds": rounds,
+        })
+    c = rows[0]["rounds"]
+    ratios = [cr / br for cr, br in zip(c, rows[1]["rounds"])]
+    return rows, ratios
+
+
+# ---- the loaders -----------------------------------------------------------
+
+
+def child_loaderx(args, work, crcs, prefetch):
+    from loaderx.dataloader import DataLoader
+    from loaderx.zrecord import DenseStore
+    from loaderx.zsampler import Sampler
+
+    images = DenseStore.open(os.path.join(work, "zrecord", "images"),
+                             readonly=True)
+    labels = DenseStore.open(os.path.join(work, "zrecord", "labels"),
+                             readonly=True)
+    loader = DataLoader({"images": images, "labels": labels},
+                        batch_size=args.batch, mode=Sampler.Mode.IID, seed=3,
+                        prefetch=prefetch, workers=2)
+    sampler = loader.sampler
+
+    def batches():
+        while True:
+            b = next(loader)
+            yield b["images"], b["labels"], sampler.next()
+
+    run_loader(args, batches(), crcs)
+
+
+def child_torch(args, work, crcs, batched):
+    import warnings
+
+    import torch
+    from torch.utils.data import (BatchSampler, DataLoader, Dataset,
+                                  RandomSampler)
+
+    class MemmapImages(Dataset):
+        """The .npy files, mapped by each worker when it first reads."""
+
+        def __init__(self):
+            self.images = self.labels = None
+
+        def __len__(self):
+            return args.records
+
+        def __getitem__(self, i):
+            if self.images is None:
+                self.images = np.load(os.path.join(work, "images.npy"),
+                                      mmap_mode="r")
+                self.labels = np.load(os.path.join(work, "labels.npy"),
+                                      mmap_mode="r")
+            return self.images[i], self.labels[i]
+
+    def quiet(_):
+        # torch.as_tensor warns, once per worker, that a read-only map's
+        # views are not writable; the batches are stacked into new memory.
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+
+    data = MemmapImages()
+    # More indices than any run takes: the sampler draws them lazily.
+    order = RandomSampler(data, replacement=True, num_samples=1 << 40,
+                          generator=torch.Generator().manual_seed(3))
+    if batched:
+        loader = DataLoader(data, batch_size=None,
+                            sampler=BatchSampler(order, args.batch, False),
+                            num_workers=2, prefetch_factor=2,
+                            worker_init_fn=quiet)
+    else:
+        loader = DataLoader(data, batch_size=args.batch, sampler=order,
+                            num_workers=2, prefetch_factor=2,
+                            worker_init_fn=quiet)
+
+    def batches():
+        for imgs, labs in loader:
+            yield imgs.numpy(), labs.numpy(), None
+
+    run_loader(args, batches(), crcs)
+
+
+def run_loader(args, batches, crcs):
+    """Check the first batches, warm up, time, and report on stdout."""
+    checked = 0
+    for k in range(args.loader_warmup):
+        imgs, labs, idx = next(batches)
+        if k < 3:
+            if imgs.dtype != np.uint8 or imgs.shape != (args.batch,) + ITEM \
+                    or labs.shape != (args.batch,):
+                raise SystemExit("pybench: the loader's batch has the wrong "
+                                 f"shape {imgs.shape} {labs.shape}")
+            if idx is not None and not np.array_equal(labs, idx):
+                raise SystemExit("pybench: the loader's labels are not its "
+                                 "sampler's indices")
+            got = record_crcs(imgs)
+            if not np.array_equal(got, crcs[labs]):
+                raise SystemExit("pybench: the loader returned wrong records")
+            checked += 1
+        del imgs, labs
+    print(json.dumps({"event": "timed"}), flush=True)
+    t0 = time.perf_counter()
+    touched = count = 0
+    while count < args.loader_batches \
+            or time.perf_counter() - t0 < args.loader_seconds:
+        imgs, labs, _ = next(batches)
+        touched += int(imgs[:, 0, 0, 0].sum()) + int(labs[0])
+        del imgs, labs
+        count += 1
+    dt = time.perf_counter() - t0
+    print(json.dumps({"event": "done", "checked": checked, "batches": count,
+                      "seconds": dt, "batches_s": count / dt,
+                      "touched": touched}), flush=True)
+
+
+class TreeMemory:
+    """The peak memory of a process and all its descendants, sampled."""
+
+    FIELDS = ("RssAnon", "RssFile", "RssShmem")
+
+    def __init__(self, root):
+        self.root = root
+        self.pids = [root]
+        self.peak = None          # {"rss", "RssAnon", ..., "procs"} at peak
+        self.peak_pss = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def tree(self):
+        parent = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat", "rb") as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                # The fields after the command name, which may hold spaces.
+                parent[int(d)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+        out, todo = [], [self.root]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(c for c, pp in parent.items() if pp == p)
+        return out
+
+    @staticmethod
+    def status(pid):
+        got = {}
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    key = line.split(":", 1)[0]
+                    if key in TreeMemory.FIELDS:
+                        got[key] = int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return got if len(got) == len(TreeMemory.FIELDS) else None
+
+    @staticmethod
+    def pss(pid):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def sample(self):
+        k = 0
+        while not self.stop.is_set():
+            if k % 10 == 0:
+                self.pids = self.tree()
+            now = {f: 0 for f in self.FIELDS}
+            procs = 0
+            for p in self.pids:
+                st = self.status(p)
+                if st:
+                    procs += 1
+                    for f in self.FIELDS:
+                        now[f] += st[f]
+            now["rss"] = sum(now[f] for f in self.FIELDS)
+            now["procs"] = procs
+            if self.peak is None or now["rss"] > self.peak["rss"]:
+                self.peak = now
+            if k % 10 == 5:
+                self.peak_pss = max(self.peak_pss,
+                                    sum(self.pss(p) for p in self.pids))
+            k += 1
+            self.stop.wait(0.02)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+        return self.peak, self.peak_pss
+
+
+def bench_loader(args, work, kind):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind,
+           "--work", work, "--build", args.build, "--records",
+           str(args.records), "--batch", str(args.batch), "--loader-batches",
+           str(args.loader_batches), "--loader-seconds",
+           str(args.loader_seconds), "--loader-warmup",
+           str(args.loader_warmup)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            env=child_env(args))
+    mem = TreeMemory(proc.pid)
+    result = None
+    for line in proc.stdout:
+        msg = json.loads(line)
+        if msg["event"] == "done":
+            result = msg
+    rc = proc.wait()
+    peak, peak_pss = mem.finish()
+    if rc != 0 or result is None:
+        raise SystemExit(f"pybench: the {kind} loader failed (exit {rc})")
+    result.update(peak=peak, peak_pss=peak_pss)
+    return result
+
+
+def child_env(args):
+    env = dict(os.environ)
+    env["LOADERX_LIBRARY"] = library(args)
+    env["PYTHONPATH"] = os.path.join(SRC, "python")
+    return env
+
+
+def library(args):
+    return os.path.join(os.path.abspath(args.build), "lib", ".libs",
+                        "libloaderx.so.0")
+
+
+# ---- the report ------------------------------------------------------------
+
+
+def machine_line():
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // 1024
+    return (f"{os.cpu_count()} cores ({cpu}), {mem / 1024:.1f} GiB RAM, "
+            f"Linux {platform.release()}, Python {platform.python_version()}")
+
+
+def versions():
+    import h5py
+    import lmdb
+    import torch
+    return (f"numpy {np.__version__}, h5py {h5py.__version__} (HDF5 "
+            f"{h5py.version.hdf5_version}), lmdb {lmdb.__version__}, torch "
+            f"{torch.__version__}")
+
+
+def fresh_memory_cost(batch):
+    """Milliseconds to fault in one fresh batch-sized block: with 4 KiB
+    pages (an anonymous mapping, as most allocators give) and with the
+    transparent huge pages NumPy asks for on large arrays. The median of
+    five, each on memory never touched before."""
+    nbytes = batch * WIDTH
+    small, huge = [], []
+    for _ in range(5):
+        m = mmap.mmap(-1, nbytes)
+        a = np.frombuffer(m, dtype=np.uint8)
+        t0 = time.perf_counter()
+        a[::4096] = 1
+        small.append(time.perf_counter() - t0)
+        del a
+        m.close()
+        a = np.empty(nbytes, dtype=np.uint8)
+        t0 = time.perf_counter()
+        a[::4096] = 1
+        huge.append(time.perf_counter() - t0)
+        del a
+    return (1e3 * statistics.median(small), 1e3 * statistics.median(huge))
+
+
+def torch_stack_cost(batch):
+    """Milliseconds for torch.stack to collate one batch of records (as
+    the default collate does) into a new tensor and into one reused
+    tensor: the median of five each."""
+    import torch
+    src = np.random.default_rng(4).integers(0, 256, size=(batch,) + ITEM,
+                                            dtype=np.uint8)
+    rows = [torch.from_numpy(r) for r in src]
+    reused = torch.empty((batch,) + ITEM, dtype=torch.uint8)
+    torch.stack(rows, 0, out=reused)
+    fresh, again = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        out = torch.stack(rows, 0)
+        fresh.append(time.perf_counter() - t0)
+        del out
+        t0 = time.perf_counter()
+        torch.stack(rows, 0, out=reused)
+        again.append(time.perf_counter() - t0)
+    return (1e3 * statistics.median(fresh), 1e3 * statistics.median(again))
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+def report(args, res):
+    g = res["gather"]
+    c_rate = g[0]["mib_s"]
+    ratio = statistics.median(res["ratios"])
+    ld = res["loaders"]
+    lx, tt = ld["loaderx"], ld["torch"]
+    speed = lx["batches_s"] / tt["batches_s"]
+    mem = lx["peak"]["rss"] / tt["peak"]["rss"]
+    out = []
+    w = out.append
+    w("# Python benchmarks")
+    w("")
+    w("The Python binding against the C library it wraps and against the "
+      "stores and the loader a Python training job would otherwise use.")
+    w("")
+    w(f"Machine: {res['machine']}; {res['versions']}. Load average "
+      f"{res['load_start']} at the start and {res['load_end']} at the end of "
+      "the run (1, 5, 15 minutes); the machine is shared.")
+    w("")
+    small, huge = res["fresh_ms"]
+    w(f"Memory never touched before is dear here: faulting in one fresh "
+      f"{args.batch * WIDTH / MIB:.1f} MiB block took {small:.0f} ms with "
+      f"4 KiB pages and {huge:.0f} ms with the transparent huge pages that "
+      "NumPy requests for large arrays (the median of five, measured at "
+      f"the start of the run), against {g[0]['p50_ms']:.1f} ms for the "
+      "library to gather a whole batch into memory it reuses. A path that "
+      "takes new memory for every batch pays that price every batch.")
+    w("")
+    w("Produced in one run, with no other benchmark running, by")
+    w("")
+    w("    make bench && bench/pybench.sh > doc/python-benchmarks.md")
+    w("")
+    w(f"with `{res['argv']}`.")
+    w("")
+    w("## Targets")
+    w("")
+    w("| target | measured | |")
+    w("|---|---:|---|")
+    w(f"| binding gather ≥ 0.9× the C gather | {ratio:.2f}× | "
+      f"{verdict(ratio >= 0.9)} |")
+    w(f"| DataLoader ≥ 1.5× torch's batches/s | {speed:.2f}× | "
+      f"{verdict(speed >= 1.5)} |")
+    w(f"| DataLoader peak RSS ≤ 1/3 of torch's | {mem:.2f}× | "
+      f"{verdict(mem <= 1 / 3)} |")
+    w("")
+    w("## Workload")
+    w("")
+    w(f"{args.records:,} records of uint8 (3, 224, 224), 147 KiB each "
+      f"({args.records * WIDTH / MIB:.0f} MiB per store), random bytes. "
+      f"Batch {args.batch} ({args.batch * WIDTH / MIB:.1f} MiB), indices "
+      "drawn uniformly with repeats. Every store is on the local disk and "
+      "was read whole before timing, so its pages are in the page cache "
+      "while the batches read them at random: the figures are memory and "
+      "CPU bound, not disk bound. Every backend holds the same records; "
+      "the gather backends read the same batch plan.")
+    w("")
+    w("## Store gather")
+    w("")
+    w(f"{args.gather_batches} planned batches per round, {args.rounds} "
+      "rounds; in every round each backend reads the whole plan, taking "
+      "turns in a rotating order. Every backend's result was compared "
+      "with the source records for every planned batch before timing "
+      "(bench/pygather's on the first three, through a file). MiB/s and "
+      "krecords/s are the plan's bytes and records over the median round; "
+      "p50 and p95 are over every batch of every round.")
+    w("")
+    w("| backend | how | MiB/s | krecords/s | p50 | p95 | vs C |")
+    w("|---|---|---:|---:|---:|---:|---:|")
+    for row in g:
+        w(f"| {row['name']} | {row['what']} | {row['mib_s']:.0f} | "
+          f"{row['krec_s']:.1f} | {row['p50_ms']:.2f} ms | "
+          f"{row['p95_ms']:.2f} ms | {row['mib_s'] / c_rate:.2f}× |")
+    w("")
+    w("The C rate comes from bench/pygather, a C program linked to the same "
+      "libloaderx.so, making the same zr_gather_dense call per batch into "
+      "one buffer allocated and touched once. The binding's figure is "
+      "`ds[idx]` as a program writes it: the index array goes through the "
+      "binding's selection (range checks, conversion to uint64), the call "
+      "is made with the GIL released, and the records land in the returned "
+      "array. The target's ratio is the median over the rounds of C's "
+      "round time over the binding's, "
+      f"{', '.join(f'{r:.2f}' for r in res['ratios'])}.")
+    w("")
+    w("## DataLoader")
+    w("")
+    w(f"Each loader runs in a fresh process: {args.loader_warmup} batches "
+      f"of warm-up (the first three checked record by record against the "
+      f"source by CRC-32, and against the sampler's indices where the "
+      f"loader exposes them), then at least {args.loader_batches} timed "
+      f"batches and at least {args.loader_seconds:g} s of them, each "
+      "touched and dropped by the consuming loop; batches/s is their "
+      "count over their time. Both read an images stream and a labels "
+      "stream (int64).")
+    w("")
+    w("- loaderx: `DataLoader({'images', 'labels'}, batch_size="
+      f"{args.batch}, mode=IID, workers=2, prefetch=4)` over raw "
+      "DenseStores opened read-only: 4 batches in flight, as for torch. "
+      "This is the row the targets use.")
+    w("- loaderx-prefetch2: the same with the default prefetch=2.")
+    w("- torch: `torch.utils.data.DataLoader(batch_size="
+      f"{args.batch}, num_workers=2, prefetch_factor=2)` (4 batches in "
+      "flight, as for loaderx) with a RandomSampler drawing with "
+      "replacement (one long epoch, no restarts) over a Dataset whose "
+      "`__getitem__` returns the record's view of `np.load(mmap_mode='r')`,"
+      " opened by each worker; the default collate stacks the views into "
+      "shared memory.")
+    w("- torch, batched fetch: the same, but the sampler hands each worker "
+      "a list of 256 indices and the Dataset answers with one fancy index "
+      "of the memory map (`batch_size=None`), the fastest way to feed this "
+      "store to torch's loader.")
+    w("")
+    fresh, again = res["stack_ms"]
+    w(f"torch.stack, which the default collate uses, took {fresh:.0f} ms to "
+      f"stack one batch into a new tensor and {again:.0f} ms into a reused "
+      "one, in the same run: torch 1.13 allocates with 4 KiB pages, and "
+      "each batch goes into new shared memory, so on this machine the "
+      "fresh-memory price above is most of torch's time per batch. "
+      "loaderx's loader gathers into batch buffers it recycles. Where "
+      "fresh memory is cheap the gap between the two narrows.")
+    w("")
+    w("| loader | timed | batches/s | vs torch | peak RSS (tree) | anon | "
+      "file | shmem | processes | peak PSS (tree) |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in ld.items():
+        p = r["peak"]
+        w(f"| {name} | {r['batches']} in {r['seconds']:.1f} s | "
+          f"{r['batches_s']:.1f} | "
+          f"{r['batches_s'] / tt['batches_s']:.2f}× | "
+          f"{p['rss'] / MIB:.0f} MiB | {p['RssAnon'] / MIB:.0f} MiB | "
+          f"{p['RssFile'] / MIB:.0f} MiB | {p['RssShmem'] / MIB:.0f} MiB | "
+          f"{p['procs']} | {r['peak_pss'] / MIB:.0f} MiB |")
+    w("")
+    w("Peak RSS is the highest sum, over the loader's process and all its "
+      "descendants, of RssAnon + RssFile + RssShmem from /proc/PID/status, "
+      "sampled every 20 ms from the parent benchmark process for the "
+      "loader's whole life (the tree is re-read from /proc every 200 ms); "
+      "the anon, file and shmem columns are that sample's parts. A page "
+      "that several processes map counts once per process in RSS, as top "
+      "and ps count it; PSS (from /proc/PID/smaps_rollup, sampled every "
+      "200 ms) divides such a page among them, so it is the tree's memory "
+      "without double counting. The file part is the store's pages in the "
+      "page cache that the process has touched through its mappings: both "
+      "loaders map their store rather than read it.")
+    w("")
+    own = {n: r["peak"]["RssAnon"] + r["peak"]["RssShmem"]
+           for n, r in ld.items()}
+    w("Without that file-backed part, which is the page cache's and counts "
+      "once for every process that maps the store, the peaks at the same "
+      f"samples are {own['loaderx'] / MIB:.0f} MiB for loaderx and "
+      f"{own['torch'] / MIB:.0f} MiB for torch "
+      f"({own['loaderx'] / own['torch']:.2f}×).")
+    w("")
+    return "\n".join(out) + "\n"
+
+
+# ---- main ------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=SRC,
+                    help="the build tree (default: the source tree)")
+    ap.add_argument("--out", help="write the report here (default: stdout)")
+    ap.add_argument("--records", type=int, default=3000)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--gather-batches", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--loader-batches", type=int, default=100,
+                    help="time at least this many batches of each loader")
+    ap.add_argument("--loader-seconds", type=float, default=5.0,
+                    help="and for at least this long")
+    ap.add_argument("--loader-warmup", type=int, default=30)
+    ap.add_argument("--work", help="the scratch folder (default: a new one "
+                    "under $TMPDIR, removed at the end)")
+    ap.add_argument("--child", choices=LOADERS,
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+
+    if args.child:
+        crcs = np.load(os.path.join(args.work, "crcs.npy"))
+        if args.child.startswith("loaderx"):
+            child_loaderx(args, args.work, crcs,
+                          2 if args.child == "loaderx-prefetch2" else 4)
+        else:
+            child_torch(args, args.work, crcs, args.child == "torch-batched")
+        return
+
+    os.environ["LOADERX_LIBRARY"] = library(args)
+    sys.path.insert(0, os.path.join(SRC, "python"))
+    import loaderx  # noqa: F401  (fails early, naming what it tried)
+
+    res = {"machine": machine_line(), "versions": versions(),
+           "load_start": load(), "fresh_ms": fresh_memory_cost(args.batch),
+           "stack_ms": torch_stack_cost(args.batch),
+           "argv": " ".join(["bench/pybench.py"] + sys.argv[1:])}
+    work = args.work or tempfile.mkdtemp(prefix="pybench-")
+    made = args.work is None
+    try:
+        os.makedirs(work, exist_ok=True)
+        print("pybench: writing the stores in", work, file=sys.stderr)
+        images, labels = make_source(args.records, seed=1)
+        res["sizes"] = write_stores(work, images, labels)
+        np.save(os.path.join(work, "crcs.npy"), record_crcs(images))
+        plan = np.random.default_rng(2).integers(
+            0, args.records, size=(args.gather_batches, args.batch))
+        print("pybench: store gather", file=sys.stderr)
+        res["gather"], res["ratios"] = bench_gather(args, work, images, plan)
+        del images
+        res["loaders"] = {}
+        for kind in LOADERS:
+            print("pybench: loader", kind, file=sys.stderr)
+            res["loaders"][kind] = bench_loader(args, work, kind)
+        res["load_end"] = load()
+        with open(os.path.join(work, "results.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        text = report(args, res)
+        print(json.dumps(res), file=sys.stderr)
+    finally:
+        if made:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
