@@ -264,25 +264,27 @@ def bench_gather(args, work, images, plan):
     # the plan brings it to where the Python paths' checks left them.
     cg.run(0, len(plan))
 
-    # The backends take turns batch by batch, each reading batch k before
-    # any reads batch k + 1, so that a change in the machine's load falls
-    # on all of them alike. The order rotates with the batch and the round
-    # so that each backend comes first (reading records no other has just
-    # pulled into the CPU's caches) equally often.
+    # The backends take turns batch by batch, so that a change in the
+    # machine's load falls on all of them alike. At step k backend i reads
+    # batch (k + i) mod len(plan): over a round each reads every batch
+    # once, and no backend reads the records that the one before it has
+    # just pulled into the CPU's caches. The order rotates with the step
+    # and the round, so that each backend goes first equally often.
     names = ["C (bench/pygather)"] + list(readers)
     times = {n: [] for n in names}        # per round: per-batch seconds
     for r in range(args.rounds):
         for n in names:
             times[n].append([])
-        for k, idx in enumerate(plan):
+        for k in range(len(plan)):
             turn = (k + r) % len(names)
-            for name in names[turn:] + names[:turn]:
-                if name == names[0]:
-                    times[name][r].extend(cg.run(k, 1))
+            for i in list(range(turn, len(names))) + list(range(turn)):
+                name, b = names[i], (k + i) % len(plan)
+                if i == 0:
+                    times[name][r].extend(cg.run(b, 1))
                     continue
                 read = readers[name][1]
                 t0 = time.perf_counter()
-                read(idx)
+                read(plan[b])
                 times[name][r].append(time.perf_counter() - t0)
     cg.close()
 
@@ -674,8 +676,10 @@ def report(args, res):
     w(f"{args.gather_batches} planned batches per round, {args.rounds} "
       "rounds; in every round each backend reads the whole plan, the "
       "backends taking turns batch by batch in an order that rotates "
-      "with the batch and the round, so that load from elsewhere on the "
-      "machine falls on all of them alike. Every backend's result was "
+      "with the step and the round, so that load from elsewhere on the "
+      "machine falls on all of them alike, and each reading a different "
+      "batch from the one read just before it, so that none finds its "
+      "records already in the CPU's caches. Every backend's result was "
       "compared with the source records for every planned batch before "
       "timing (bench/pygather's on the first three, through a file; it "
       "then read the plan once untimed). MiB/s and krecords/s are the "
