@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,11 @@ static struct file snap[64];
 static size_t nsnap;
 static char *dir, *path;
 
+/* The library writes from its pool threads: the record and the names of
+ * the descriptors are changed under this lock only. */
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A new operation at the end of the record; called with rec_lock held. */
 static struct op *new_op(enum kind k, const char *name)
 {
     if (nops == capops) {
@@ -91,7 +97,8 @@ static struct op *new_op(enum kind k, const char *name)
     return o;
 }
 
-/* The name of fd inside the store folder ("." for the folder itself). */
+/* The name of fd inside the store folder ("." for the folder itself);
+ * called with rec_lock held. */
 static const char *name_of(int fd)
 {
     return fd >= 0 && fd < 4096 && fdname[fd] ? fdname[fd] : "?";
@@ -112,26 +119,31 @@ static int r_openat(int dirfd, const char *p, int flags, mode_t mode)
     const char *rel = strcmp(abs, root) == 0 ? "."
                       : strncmp(abs, root, rl) == 0 && abs[rl] == '/' ? abs + rl + 1
                                                                      : "?";
+    pthread_mutex_lock(&rec_lock);
     free(fdname[fd]);
     fdname[fd] = strdup(rel);
     if (!existed)
         new_op(W_CREATE, rel);
     if (flags & O_TRUNC)
         new_op(W_TRUNC, rel)->off = 0;
+    pthread_mutex_unlock(&rec_lock);
     return fd;
 }
 
 static int r_close(int fd)
 {
     if (fd >= 0 && fd < 4096) {
+        pthread_mutex_lock(&rec_lock);
         free(fdname[fd]);
         fdname[fd] = NULL;
+        pthread_mutex_unlock(&rec_lock);
     }
     return zr_io_default.close(fd);
 }
 
 static void log_write(int fd, const struct iovec *iov, int cnt, off_t off, size_t total)
 {
+    pthread_mutex_lock(&rec_lock);
     struct op *o = new_op(W_WRITE, name_of(fd));
     o->off = (uint64_t)off;
     o->len = total;
@@ -143,6 +155,7 @@ static void log_write(int fd, const struct iovec *iov, int cnt, off_t off, size_
         memcpy(o->data + at, iov[i].iov_base, n);
         at += n;
     }
+    pthread_mutex_unlock(&rec_lock);
 }
 
 static ssize_t r_pwrite(int fd, const void *buf, size_t n, off_t off)
@@ -166,31 +179,42 @@ static ssize_t r_pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 /* Syncs are recorded, not made: the disk states are built from the record. */
 static int r_sync(int fd)
 {
+    pthread_mutex_lock(&rec_lock);
     new_op(W_SYNC, name_of(fd));
+    pthread_mutex_unlock(&rec_lock);
     return 0;
 }
 
 static int r_ftruncate(int fd, off_t len)
 {
     int r = zr_io_default.ftruncate(fd, len);
-    if (r == 0)
+    if (r == 0) {
+        pthread_mutex_lock(&rec_lock);
         new_op(W_TRUNC, name_of(fd))->off = (uint64_t)len;
+        pthread_mutex_unlock(&rec_lock);
+    }
     return r;
 }
 
 static int r_unlinkat(int d, const char *p, int f)
 {
     int r = zr_io_default.unlinkat(d, p, f);
-    if (r == 0)
+    if (r == 0) {
+        pthread_mutex_lock(&rec_lock);
         new_op(W_UNLINK, p);
+        pthread_mutex_unlock(&rec_lock);
+    }
     return r;
 }
 
 static int r_renameat(int a, const char *b, int c, const char *d)
 {
     int r = zr_io_default.renameat(a, b, c, d);
-    if (r == 0)
+    if (r == 0) {
+        pthread_mutex_lock(&rec_lock);
         snprintf(new_op(W_RENAME, b)->name2, 64, "%s", d);
+        pthread_mutex_unlock(&rec_lock);
+    }
     return r;
 }
 
