@@ -405,6 +405,7 @@ static struct zfs_handle *handle_new(struct zfs_store *st, enum zfs_htype type)
         return NULL;
     h->type = type;
     h->st = st;
+    atomic_init(&h->refs, 1);
     pthread_mutex_init(&h->mu, NULL);
     zfs_idxlist_init(&h->list, 0, ZFS_LIST_MAX);
     return h;
@@ -421,6 +422,13 @@ static void handle_free(struct zfs_handle *h)
     free(h->gbuf);
     pthread_mutex_destroy(&h->mu);
     free(h);
+}
+
+/* Drop a reference; the last one frees the handle. */
+static void handle_put(struct zfs_handle *h)
+{
+    if (h && atomic_fetch_sub(&h->refs, 1) == 1)
+        handle_free(h);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -643,6 +651,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     case ZFS_H_COMPACT: {
         const char *p;
         size_t n;
+        /* The reply is sent under mu (it points into the handle's
+         * buffer); the reference keeps h alive through the unlock even if
+         * the reader closes the file as soon as the reply reaches it. */
+        atomic_fetch_add(&h->refs, 1);
         pthread_mutex_lock(&h->mu);
         if (h->type == ZFS_H_GATHER) {
             rc = zfs_gather_reply(fs, h, req, size);
@@ -652,6 +664,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 fuse_reply_buf(req, p, n);
         }
         pthread_mutex_unlock(&h->mu);
+        handle_put(h);
         break;
     }
     case ZFS_H_DELETE:
@@ -730,7 +743,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
             fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .delete on release: %s\n", h->st->path,
                      strerror(-rc));
     }
-    handle_free(h);
+    handle_put(h);
     fuse_reply_err(req, 0);
 }
 

@@ -149,6 +149,10 @@ struct zfs_handle {
     struct zfs_store *st;
     uint64_t index;          /* ZFS_H_RECORD */
     pthread_mutex_t mu;      /* one request at a time on this handle's state */
+    /* The open file's reference, plus one per request that replies while
+     * holding mu: once a reply is sent the reader may close, and RELEASE,
+     * served on another thread, must not free the handle under it. */
+    _Atomic int refs;
     struct zfs_rec *rec;     /* ZFS_H_RECORD: the decoded record, once read */
     struct zfs_idxlist list; /* .gather and .delete: the list being written */
     char *out;               /* .stats, .gather, .compact: the answer */
