@@ -211,7 +211,7 @@ for r in $(seq "$reps"); do
     printf 'ls\tceiling\tls-warm\t%s\t0\n' "$(timed_ls "$mnt")" >>"$results"
     unmount
 done
-[ "$(ls "$mnt" | wc -l)" = 0 ]
+[ "$(ls "$mnt" | wc -l)" = 0 ] || { echo "fsbench: $mnt is not empty after the last unmount" >&2; exit 1; }
 
 # --- .gather vs the library's gather ------------------------------------------
 for w in vision token; do
