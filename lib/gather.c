@@ -28,8 +28,20 @@
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
- * saves. */
-#define MIN_BLOCK_BYTES (64u << 10)
+ * saves: a raw block is a copy, a compressed one a decode that takes
+ * tens of times longer per byte. */
+#define MIN_BLOCK_RAW (64u << 10)
+#define MIN_BLOCK_ZSTD (4u << 10)
+
+/* Batches smaller than this (in output bytes) take too little time to be
+ * worth waking a sleeping worker for (a wake-up can cost as much as a
+ * whole small batch); they use only workers that are already awake. */
+#define WAKE_RAW (1u << 20)
+#define WAKE_ZSTD (32u << 10)
+
+/* At most this many blocks a thread: blocks are claimed one at a time, so
+ * small ones let a worker that arrives late take only what is left. */
+#define BLOCKS_PER_THREAD 16
 
 /* Ragged batches up to this many records keep their entries on the
  * stack while the blocks are cut. */
@@ -75,6 +87,23 @@ static inline void prefetch_loc(const zr_store *s, uint64_t i)
     }
 }
 
+/* How many records ahead of the one being copied its entry is checked and
+ * its first bytes asked for. */
+#define DATA_AHEAD 4
+
+/* Read and check the entry of record i into l, and ask the CPU for the
+ * first bytes of the record it names. Returns zr_loc_get's result. */
+static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
+{
+    int rc = zr_loc_get(s, i, l);
+    if (rc == 0) {
+        const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
+        __builtin_prefetch(src);
+        __builtin_prefetch(src + 64);
+    }
+    return rc;
+}
+
 /* Copy or decode record i, whose entry l has been checked, to out. */
 static int read_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
                     uint8_t *out)
@@ -100,14 +129,6 @@ static int read_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_lo
     return 0;
 }
 
-static int read_one(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, uint8_t *out)
-{
-    struct zr_loc l;
-    if (zr_loc_get(s, i, &l) != 0)
-        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
-    return read_loc(s, dctx, i, &l, out);
-}
-
 static void gather_shard(void *arg, size_t k)
 {
     struct gather_ctx *c = arg;
@@ -127,17 +148,46 @@ static void gather_shard(void *arg, size_t k)
         gather_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
         return;
     }
-    if (!c->locs)
-        for (size_t j = a; j < b && j < a + PREFETCH_AHEAD; j++)
-            prefetch_loc(s, c->idx[j]);
+    if (c->locs) {
+        for (size_t j = a; j < b; j++) {
+            if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+                break;
+            uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
+            int rc = read_loc(s, dctx, c->idx[j], &c->locs[j], out);
+            if (rc != 0) {
+                gather_error(c, rc);
+                break;
+            }
+        }
+        zr_dctx_put(dctx);
+        return;
+    }
+    /* Two-stage pipeline over random records: the entry of record
+     * j + PREFETCH_AHEAD is asked for, the entry of record j + DATA_AHEAD
+     * (asked for earlier, so now in cache) is checked and its record's
+     * first bytes asked for, and record j is copied. The CPU then has the
+     * misses of several entries and records in flight at once, as a plain
+     * memcpy loop over computed addresses does. */
+    struct zr_loc ring[DATA_AHEAD];
+    int ring_rc[DATA_AHEAD];
+    for (size_t j = a; j < b && j < a + PREFETCH_AHEAD; j++)
+        prefetch_loc(s, c->idx[j]);
+    for (size_t j = a; j < b && j < a + DATA_AHEAD; j++)
+        ring_rc[j % DATA_AHEAD] = stage_loc(s, c->idx[j], &ring[j % DATA_AHEAD]);
     for (size_t j = a; j < b; j++) {
         if (atomic_load_explicit(&c->failed, memory_order_relaxed))
             break;
-        if (!c->locs && j + PREFETCH_AHEAD < b)
+        if (j + PREFETCH_AHEAD < b)
             prefetch_loc(s, c->idx[j + PREFETCH_AHEAD]);
+        struct zr_loc l = ring[j % DATA_AHEAD];
+        int rc = ring_rc[j % DATA_AHEAD];
+        if (j + DATA_AHEAD < b)
+            ring_rc[j % DATA_AHEAD] = stage_loc(s, c->idx[j + DATA_AHEAD], &ring[j % DATA_AHEAD]);
         uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
-        int rc = c->locs ? read_loc(s, dctx, c->idx[j], &c->locs[j], out)
-                         : read_one(s, dctx, c->idx[j], out);
+        if (rc != 0)
+            rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
+        else
+            rc = read_loc(s, dctx, c->idx[j], &l, out);
         if (rc != 0) {
             gather_error(c, rc);
             break;
@@ -146,14 +196,25 @@ static void gather_shard(void *arg, size_t k)
     zr_dctx_put(dctx);
 }
 
-/* How many blocks a batch of total decoded bytes is cut into: a few per
- * thread for balance, none under MIN_BLOCK_BYTES, at most one a record. */
+/* How many blocks a batch of total decoded bytes is cut into: none under
+ * the codec's minimum, at most one a record and BLOCKS_PER_THREAD a
+ * thread. */
 static size_t block_count(const zr_store *s, size_t n, uint64_t total)
 {
-    size_t threads = (size_t)zr_pool_threads();
-    size_t per_thread = s->codec == ZR_CODEC_RAW ? 2 : 4;
-    uint64_t shards = ZR_MIN((uint64_t)n, (uint64_t)threads * per_thread);
-    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / MIN_BLOCK_BYTES));
+    uint64_t threads = (uint64_t)zr_pool_threads();
+    uint64_t min_block = s->codec == ZR_CODEC_RAW ? MIN_BLOCK_RAW : MIN_BLOCK_ZSTD;
+    uint64_t shards = ZR_MIN((uint64_t)n, threads * BLOCKS_PER_THREAD);
+    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / min_block));
+}
+
+/* Run the blocks, waking sleeping workers only for a batch big enough. */
+static void run_blocks(struct gather_ctx *c, uint64_t total)
+{
+    uint64_t wake = c->s->codec == ZR_CODEC_RAW ? WAKE_RAW : WAKE_ZSTD;
+    if (total >= wake)
+        zr_pool_run(c->nshards, gather_shard, c);
+    else
+        zr_pool_run_light(c->nshards, gather_shard, c);
 }
 
 /* Ragged: check every entry first, then cut the batch at equal shares of
@@ -202,7 +263,7 @@ static int gather_ragged(struct gather_ctx *c)
     c->locs = locs;
     c->cut = cut;
     c->nshards = shards;
-    zr_pool_run(shards, gather_shard, c);
+    run_blocks(c, total);
 out:
     if (locs != stack_locs)
         zr_free(locs);
@@ -227,7 +288,7 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
         rc = gather_ragged(&c);
     } else {
         c.nshards = block_count(s, n, s->width * n);
-        zr_pool_run(c.nshards, gather_shard, &c);
+        run_blocks(&c, s->width * n);
     }
     pthread_mutex_destroy(&c.err_lock);
     if (rc != 0)

@@ -12,6 +12,11 @@
  * progress and calls may nest. One shard runs inline. */
 void zr_pool_run(size_t nshards, void (*fn)(void *ctx, size_t shard), void *ctx);
 
+/* Like zr_pool_run, for jobs too small to be worth waking a sleeping
+ * worker for: only workers already awake take shards, and with none awake
+ * the caller runs every shard itself. */
+void zr_pool_run_light(size_t nshards, void (*fn)(void *ctx, size_t shard), void *ctx);
+
 /* The number of threads a call fans out to, counting the caller. */
 int zr_pool_threads(void);
 
