@@ -56,9 +56,10 @@ import numpy as np
 ITEM = (3, 224, 224)
 WIDTH = int(np.prod(ITEM))
 MIB = float(1 << 20)
-# The loaders, each run in a process of its own: "loaderx" and "torch"
-# are the target's pair, the others show the neighbouring settings.
-LOADERS = ("loaderx", "loaderx-prefetch2", "torch", "torch-batched")
+# The loaders, each run in a process of its own: "loaderx-nomap" and
+# "torch" are the target's pair, the others show the neighbouring settings.
+LOADERS = ("loaderx-nomap", "loaderx", "loaderx-prefetch2", "torch",
+           "torch-batched")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---- the source records and the stores --------------------------------------
@@ -311,15 +312,15 @@ def bench_gather(args, work, images, plan):
 # ---- the loaders -----------------------------------------------------------
 
 
-def child_loaderx(args, work, crcs, prefetch):
+def child_loaderx(args, work, crcs, prefetch, mmap):
     from loaderx.dataloader import DataLoader
     from loaderx.zrecord import DenseStore
     from loaderx.zsampler import Sampler
 
     images = DenseStore.open(os.path.join(work, "zrecord", "images"),
-                             readonly=True)
+                             readonly=True, mmap=mmap)
     labels = DenseStore.open(os.path.join(work, "zrecord", "labels"),
-                             readonly=True)
+                             readonly=True, mmap=mmap)
     loader = DataLoader({"images": images, "labels": labels},
                         batch_size=args.batch, mode=Sampler.Mode.IID, seed=3,
                         prefetch=prefetch, workers=2)
@@ -620,7 +621,7 @@ def report(args, res):
     c_rate = g[0]["mib_s"]
     ratio = statistics.median(res["ratios"])
     ld = res["loaders"]
-    lx, tt = ld["loaderx"], ld["torch"]
+    lx, tt = ld["loaderx-nomap"], ld["torch"]
     speed = lx["batches_s"] / tt["batches_s"]
     mem = lx["peak"]["rss"] / tt["peak"]["rss"]
     out = []
@@ -661,8 +662,10 @@ def report(args, res):
       f"{verdict(mem <= 1 / 3)} |")
     w("")
     w("The ratios are loaderx's over the C library's and over torch's "
-      "(the rows `loaderx ds[idx]`, `loaderx` and `torch` below). What "
-      "makes up each loader's peak memory is under DataLoader.")
+      "(the rows `loaderx ds[idx]`, `loaderx-nomap` and `torch` below): "
+      "both DataLoader targets are met or missed by the same run of one "
+      "configuration. What makes up each loader's peak memory is under "
+      "DataLoader.")
     w("")
     w("## Workload")
     w("")
@@ -723,11 +726,16 @@ def report(args, res):
       "count over their time. Both read an images stream and a labels "
       "stream (int64).")
     w("")
-    w("- loaderx: `DataLoader({'images', 'labels'}, batch_size="
+    w("- loaderx-nomap: `DataLoader({'images', 'labels'}, batch_size="
       f"{args.batch}, mode=IID, workers=2, prefetch=4)` over raw "
-      "DenseStores opened read-only: 4 batches in flight, as for torch. "
+      "DenseStores opened with `readonly=True, mmap=False`: 4 batches in "
+      "flight, as for torch, and the records copied out of the page cache "
+      "with pread, so that none of the store is mapped into the process. "
       "This is the row the targets use.")
-    w("- loaderx-prefetch2: the same with the default prefetch=2.")
+    w("- loaderx: the same over stores opened with `readonly=True` (the "
+      "default `mmap=True`): records copied out of a mapping of the "
+      "store, whose touched pages count in the process's RSS.")
+    w("- loaderx-prefetch2: the mapped stores with the default prefetch=2.")
     w("- torch: `torch.utils.data.DataLoader(batch_size="
       f"{args.batch}, num_workers=2, prefetch_factor=2)` (4 batches in "
       "flight, as for loaderx) with a RandomSampler drawing with "
@@ -770,8 +778,9 @@ def report(args, res):
       "and ps count it; PSS (from /proc/PID/smaps_rollup, sampled every "
       "200 ms) divides such a page among them, so it is the tree's memory "
       "without double counting. The file part is the store's pages in the "
-      "page cache that the process has touched through its mappings: both "
-      "loaders map their store rather than read it.")
+      "page cache that the process has touched through its mappings: "
+      "torch and the mapped loaderx rows map their store, loaderx-nomap "
+      "reads it.")
     w("")
     own = {n: r["peak"]["RssAnon"] + r["peak"]["RssShmem"]
            for n, r in ld.items()}
@@ -783,7 +792,7 @@ def report(args, res):
     w("")
     w("Without that file-backed part, which is the page cache's and counts "
       "once for every process that maps the store, the peaks at the same "
-      f"samples are {own['loaderx'] / MIB:.0f} MiB for loaderx and "
+      f"samples are {own['loaderx'] / MIB:.0f} MiB for the mapped loaderx and "
       f"{own['torch'] / MIB:.0f} MiB for torch "
       f"({own['loaderx'] / own['torch']:.2f}×).")
     w("")
@@ -818,7 +827,8 @@ def main():
         crcs = np.load(os.path.join(args.work, "crcs.npy"))
         if args.child.startswith("loaderx"):
             child_loaderx(args, args.work, crcs,
-                          2 if args.child == "loaderx-prefetch2" else 4)
+                          2 if args.child == "loaderx-prefetch2" else 4,
+                          args.child != "loaderx-nomap")
         else:
             child_torch(args, args.work, crcs, args.child == "torch-batched")
         return

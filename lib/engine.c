@@ -496,12 +496,14 @@ static int recover(zr_store *s)
 
 ZR_API int zr_open(zr_store **out, const char *path, int mode)
 {
-    if (!out || !path || (mode != ZR_RDONLY && mode != ZR_RDWR))
+    int access = mode & ~ZR_NOMAP;
+    if (!out || !path || (access != ZR_RDONLY && access != ZR_RDWR))
         return zr_err(ZR_EINVAL, "zr_open: bad arguments");
     *out = NULL;
-    zr_store *s = store_alloc(path, mode == ZR_RDWR);
+    zr_store *s = store_alloc(path, access == ZR_RDWR);
     if (!s)
         return zr_err(ZR_ENOMEM, "opening %s", path);
+    s->nomap = (mode & ZR_NOMAP) != 0;
     int rc = open_dir(s, path);
     if (rc != 0)
         goto fail;

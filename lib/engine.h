@@ -49,6 +49,7 @@ struct zr_store {
     int dirfd;
     int metafd; /* holds the flock for the handle's lifetime */
     bool writable;
+    bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
 
     struct zr_identity id;
     uint64_t width; /* Dense record bytes; 0 for Ragged */

@@ -18,6 +18,7 @@
  * (in the mapping, in the chunk file) instead of copying it, after the
  * same checks.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include "codec.h"
 #include "engine.h"
+#include "io.h"
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
@@ -96,7 +98,7 @@ static inline void prefetch_loc(const zr_store *s, uint64_t i)
 static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
 {
     int rc = zr_loc_get(s, i, l);
-    if (rc == 0) {
+    if (rc == 0 && !s->nomap) {
         const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
         __builtin_prefetch(src);
         __builtin_prefetch(src + 64);
@@ -104,13 +106,62 @@ static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
     return rc;
 }
 
-/* Copy or decode record i, whose entry l has been checked, to out. */
-static int read_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
-                    uint8_t *out)
+/* A shard's scratch buffer for compressed records read with pread
+ * (ZR_NOMAP handles), grown to the largest frame it has read. */
+struct scratch {
+    uint8_t *p;
+    size_t cap;
+};
+
+/* Read the stored bytes of record i (entry l) with pread: to out for a raw
+ * record, else into the scratch buffer; *src is where they are. */
+static int pread_loc(zr_store *s, uint64_t i, const struct zr_loc *l, uint8_t *out,
+                     struct scratch *sc, const uint8_t **src)
 {
-    const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
+    uint8_t *to = out;
+    if (s->codec != ZR_CODEC_RAW) {
+        if (sc->cap < l->phys_length) {
+            uint8_t *p = zr_realloc(sc->p, l->phys_length);
+            if (!p)
+                return zr_err(ZR_ENOMEM, "%s: reading record %llu", s->path,
+                              (unsigned long long)i);
+            sc->p = p;
+            sc->cap = l->phys_length;
+        }
+        to = sc->p;
+    }
+    int fd = zr_ftable_at(&s->chunks, l->chunk_id)->fd;
+    uint64_t done = 0;
+    while (done < l->phys_length) {
+        ssize_t r = zr_io.pread(fd, to + done, l->phys_length - done, (off_t)(l->offset + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return zr_err_sys(errno, "%s: reading record %llu from %u.chunk", s->path,
+                              (unsigned long long)i, l->chunk_id);
+        if (r == 0)
+            return zr_loc_error(s, i, "the chunk ends before the record");
+        done += (uint64_t)r;
+    }
+    *src = to;
+    return 0;
+}
+
+/* Copy or decode record i, whose entry l has been checked, to out. */
+static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i,
+                    const struct zr_loc *l, uint8_t *out)
+{
+    const uint8_t *src = NULL;
+    if (s->nomap) {
+        int rc = pread_loc(s, i, l, out, sc, &src);
+        if (rc != 0)
+            return rc;
+    } else {
+        src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
+    }
     if (s->codec == ZR_CODEC_RAW) {
-        memcpy(out, src, l->logic_length);
+        if (src != out)
+            memcpy(out, src, l->logic_length);
     } else {
         size_t r = s->ddict ? ZSTD_decompress_usingDDict(dctx, out, l->logic_length, src,
                                                           l->phys_length, s->ddict)
@@ -142,6 +193,7 @@ static void gather_shard(void *arg, size_t k)
         b = c->n * (k + 1) / c->nshards;
     }
     ZSTD_DCtx *dctx = NULL;
+    struct scratch sc = {0};
     if (a == b)
         return;
     if (s->codec != ZR_CODEC_RAW && !(dctx = zr_dctx_get())) {
@@ -153,12 +205,13 @@ static void gather_shard(void *arg, size_t k)
             if (atomic_load_explicit(&c->failed, memory_order_relaxed))
                 break;
             uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
-            int rc = read_loc(s, dctx, c->idx[j], &c->locs[j], out);
+            int rc = read_loc(s, dctx, &sc, c->idx[j], &c->locs[j], out);
             if (rc != 0) {
                 gather_error(c, rc);
                 break;
             }
         }
+        zr_free(sc.p);
         zr_dctx_put(dctx);
         return;
     }
@@ -187,12 +240,13 @@ static void gather_shard(void *arg, size_t k)
         if (rc != 0)
             rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
         else
-            rc = read_loc(s, dctx, c->idx[j], &l, out);
+            rc = read_loc(s, dctx, &sc, c->idx[j], &l, out);
         if (rc != 0) {
             gather_error(c, rc);
             break;
         }
     }
+    zr_free(sc.p);
     zr_dctx_put(dctx);
 }
 

@@ -12,6 +12,7 @@
     ZR_SUITE(maint) \
     ZR_SUITE(npy) \
     ZR_SUITE(dense) \
+    ZR_SUITE(nomap) \
     ZR_SUITE(ragged) \
     ZR_SUITE(codec) \
     ZR_SUITE(corrupt) \

@@ -71,6 +71,12 @@ extern "C" {
 /* Open modes. */
 #define ZR_RDONLY 0
 #define ZR_RDWR 1
+/* Or'd into zr_open's mode: gathers read records with pread(2) instead of
+ * through a mapping of the chunks, so the process maps none of the
+ * store's pages and its resident set does not grow with the records it
+ * reads (the pages stay in the kernel's page cache, shared). It costs a
+ * system call per record: on small records a mapped gather is faster. */
+#define ZR_NOMAP 2
 
 /* Dictionary training tiers: dictionary size / training sample budget. */
 #define ZR_TIER_FAST 0     /* 32 KiB dictionary, 4 MiB sample */
@@ -145,7 +151,8 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
                             const zr_create_opts *opts);
 
 /* Open an existing store. mode is ZR_RDONLY (shared lock: many readers) or
- * ZR_RDWR (exclusive lock: one writer). A conflicting lock fails at once.
+ * ZR_RDWR (exclusive lock: one writer), optionally or'd with ZR_NOMAP. A
+ * conflicting lock fails at once.
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 

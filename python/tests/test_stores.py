@@ -103,6 +103,23 @@ def test_ragged_round_trip(dtype, codec, dictionary, rng):
             same_bytes(g, r)
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_unmapped_handles_read_what_mapped_ones_read(codec, dictionary, rng):
+    dense = rng.integers(0, 256, size=(40, 3, 16), dtype=np.uint8)
+    ragged = [random_array("<i4", (1 + i % 7, 2), rng) for i in range(40)]
+    with DenseStore.create("d", "|u1", (3, 16), **codec_args(codec, dictionary)) as ds:
+        ds.append(dense)
+    with RaggedStore.create("r", "<i4", **codec_args(codec, dictionary)) as rs:
+        rs.append(ragged)
+    idx = rng.integers(0, 40, size=100)
+    with DenseStore.open("d", readonly=True, mmap=False) as ds:
+        np.testing.assert_array_equal(ds[idx], dense[idx])
+        np.testing.assert_array_equal(ds[5], dense[5])
+    with open_store("r", readonly=True, mmap=False) as rs:
+        for i, got in zip(idx, rs[idx]):
+            same_bytes(got, ragged[i])
+
+
 def test_identity_survives_reopening():
     with DenseStore.create("d", "<f8", (4, 5, 6), codec="zstd") as ds:
         ds.append(np.zeros((2, 4, 5, 6)))

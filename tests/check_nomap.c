@@ -1,0 +1,203 @@
+/*
+ * check_nomap.c: handles opened with ZR_NOMAP, whose gathers read records
+ * with pread instead of through the chunk mappings. They must return
+ * exactly what a mapped handle returns, for every kind and codec, leave
+ * the chunk mappings untouched (nothing of the store resident in the
+ * process, read from /proc/self/smaps, not from the library), and report
+ * a chunk that shrank under them as corrupt.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/helpers.h"
+#include "tests/records.h"
+#include "tests/suites.h"
+
+static const int codecs[] = {ZR_CODEC_RAW, ZR_CODEC_ZSTD, ZR_CODEC_ZSTD_DICT};
+#define NCODECS (sizeof codecs / sizeof codecs[0])
+
+/* Options for a store of codec; a dictionary is trained on records of
+ * the same generator in a scratch zstd store. */
+static zr_create_opts opts_for(int codec, bool ragged, uint64_t seed, void **dict)
+{
+    zr_create_opts o = {.codec = codec};
+    *dict = NULL;
+    if (codec != ZR_CODEC_ZSTD_DICT)
+        return o;
+    char *tpath = zt_path("train");
+    zr_create_opts zo = {.codec = ZR_CODEC_ZSTD};
+    zr_store *t;
+    const uint64_t shape[] = {64, 8};
+    if (ragged) {
+        ZR_OK_CALL(zr_ragged_create(&t, tpath, "<i4", &zo));
+        zt_append_ragged_gen(t, seed, 300, 2, 40);
+    } else {
+        ZR_OK_CALL(zr_dense_create(&t, tpath, "<i4", shape, 2, &zo));
+        zt_append_dense_gen(t, seed, 300);
+    }
+    size_t len;
+    ZR_OK_CALL(zr_train_dict_store(t, ZR_TIER_FAST, dict, &len));
+    zr_close(t);
+    zt_rmtree(tpath);
+    free(tpath);
+    o.dict = *dict;
+    o.dict_len = len;
+    return o;
+}
+
+/* A store of kind (Dense or Ragged) and codec with n generated records. */
+static char *make_store(bool ragged, int codec, uint64_t seed, uint64_t n)
+{
+    void *dict;
+    zr_create_opts o = opts_for(codec, ragged, seed, &dict);
+    char *path = zt_path("s");
+    zr_store *s;
+    const uint64_t shape[] = {64, 8};
+    if (ragged) {
+        ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &o));
+        zt_append_ragged_gen(s, seed, n, 2, 40);
+    } else {
+        ZR_OK_CALL(zr_dense_create(&s, path, "<i4", shape, 2, &o));
+        zt_append_dense_gen(s, seed, n);
+    }
+    zr_close(s);
+    free(dict);
+    return path;
+}
+
+START_TEST(nomap_gathers_what_a_mapped_handle_gathers)
+{
+    bool ragged = _i >= (int)NCODECS;
+    int codec = codecs[_i % NCODECS];
+    char *path = make_store(ragged, codec, 70 + (uint64_t)_i, 500);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY | ZR_NOMAP));
+    uint64_t idx[700];
+    for (size_t k = 0; k < 700; k++)
+        idx[k] = (k * 389 + 7) % 500;
+    if (ragged) {
+        zt_check_ragged_all(s, 70 + (uint64_t)_i, 2, 40);
+        zt_check_ragged_idx(s, 70 + (uint64_t)_i, idx, 700, 2, 40);
+    } else {
+        zt_check_dense_all(s, 70 + (uint64_t)_i);
+        zt_check_dense_idx(s, 70 + (uint64_t)_i, idx, 700);
+    }
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* The resident kilobytes of this process's mapping of file, or -1 when
+ * it has none, from /proc/self/smaps. */
+static long mapping_rss_kb(const char *file)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    bool in = false;
+    long rss = -1;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\n')
+            line[--n] = 0;
+        /* A mapping's header line ends with the path of what it maps. */
+        if (n > strlen(file) && strcmp(line + n - strlen(file), file) == 0) {
+            in = true;
+            continue;
+        }
+        long kb;
+        if (in && sscanf(line, "Rss: %ld kB", &kb) == 1) {
+            rss = rss < 0 ? kb : rss + kb;
+            in = false;
+        }
+    }
+    fclose(f);
+    return rss;
+}
+
+START_TEST(nomap_gather_leaves_the_chunk_pages_out_of_the_process)
+{
+    bool nomap = _i == 1;
+    char *path = make_store(false, ZR_CODEC_RAW, 81, 400);
+    char *chunk = zt_join(path, "0.chunk");
+    char *real = realpath(chunk, NULL);
+    ck_assert_ptr_nonnull(real);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY | (nomap ? ZR_NOMAP : 0)));
+    zt_check_dense_all(s, 81);
+    long rss = mapping_rss_kb(real);
+    /* Only the mapped handle has its 400 * 2 KiB of records resident
+     * through a mapping of the chunk (-1: no mapping at all). */
+    if (nomap)
+        ck_assert_int_le(rss, 0);
+    else
+        ck_assert_int_ge(rss, 400 * 2048 / 1024 / 2);
+    zr_close(s);
+    free(real);
+    free(chunk);
+    free(path);
+}
+END_TEST
+
+START_TEST(nomap_reports_a_chunk_shorter_than_its_entries_as_corrupt)
+{
+    bool ragged = _i == 1;
+    char *path = make_store(ragged, ZR_CODEC_RAW, 90, 300);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY | ZR_NOMAP));
+    uint64_t first = 0;
+    uint8_t one[4096];
+    if (!ragged)
+        ZR_OK_CALL(zr_gather_dense(s, &first, 1, one));
+    /* The chunk loses its second half after the handle checked its size. */
+    char *chunk = zt_join(path, "0.chunk");
+    int64_t size = zt_file_size(chunk);
+    ck_assert_int_eq(truncate(chunk, size / 2), 0);
+    uint64_t last = 299;
+    if (ragged) {
+        uint64_t bytes;
+        ZR_OK_CALL(zr_ragged_sizes(s, &last, 1, &bytes));
+        uint8_t *buf = malloc(bytes);
+        uint64_t off = 0;
+        ZR_FAIL_CALL(zr_gather_ragged(s, &last, 1, buf, &off), ZR_ECORRUPT);
+        free(buf);
+    } else {
+        ZR_FAIL_CALL(zr_gather_dense(s, &last, 1, one), ZR_ECORRUPT);
+    }
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "record 299"));
+    zr_close(s);
+    free(chunk);
+    free(path);
+}
+END_TEST
+
+START_TEST(open_rejects_unknown_mode_bits)
+{
+    char *path = make_store(false, ZR_CODEC_RAW, 95, 3);
+    zr_store *s = NULL;
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDONLY | ZR_NOMAP | 8), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR | ZR_NOMAP));
+    ck_assert_int_eq(zr_writable(s), 1);
+    zt_append_dense_gen(s, 95, 2);
+    zt_check_dense_all(s, 95);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+Suite *suite_nomap(void)
+{
+    Suite *s = suite_create("nomap");
+    TCase *tc = tcase_create("nomap");
+    tcase_add_checked_fixture(tc, zt_setup, zt_teardown);
+    tcase_add_loop_test(tc, nomap_gathers_what_a_mapped_handle_gathers, 0, 2 * NCODECS);
+    tcase_add_loop_test(tc, nomap_gather_leaves_the_chunk_pages_out_of_the_process, 0, 2);
+    tcase_add_loop_test(tc, nomap_reports_a_chunk_shorter_than_its_entries_as_corrupt, 0, 2);
+    tcase_add_test(tc, open_rejects_unknown_mode_bits);
+    suite_add_tcase(s, tc);
+    return s;
+}
