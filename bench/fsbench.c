@@ -7,7 +7,7 @@
  *   read [-j T] DIR N      read every file whole (T readers, interleaved)
  *   drop PATH...           drop files' pages from the kernel page cache
  *   sums DIR N             print one checksum line per file, for validation
- *   gather FILE N B K S    K batches of B random indices through a .gather
+ *   gather [-s] FILE N B K S  K batches of B random indices through a .gather
  *   libgather STORE N B K S  the same batches through zr_gather_dense
  *
  * The timed loops do nothing but the system calls a plain reader makes
@@ -16,13 +16,22 @@
  * same index lists from the seed S and print a checksum of the bytes of
  * their first, untimed batches, so the driver can check that they agree
  * before it trusts the rates.
+ *
+ * gather reads as a training job would: .gather opened with O_DIRECT and
+ * each batch taken by one read(2) into a page-aligned buffer of the
+ * batch's size (the library's gather also fills one batch-sized buffer),
+ * so the kernel sends all the requests of a batch at once. With -s it
+ * reads the old way: no O_DIRECT, 1 MiB reads until end of file, one
+ * request after another.
  */
 #include <errno.h>
+#include <libgen.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,20 +256,42 @@ static void report_gather(const struct gather_args *g, long long bytes, double d
            recs, bytes, dt, recs / dt, (double)bytes / dt / 1048576.0, sum);
 }
 
+/* The width of a record of the store whose .gather is at target: the
+ * size of record 0 beside it. */
+static long long record_width(const char *target)
+{
+    char dir[4096], path[4096 + 8];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s", target);
+    snprintf(path, sizeof path, "%s/0", dirname(dir));
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
 /* One descriptor for the whole run, as a loader would keep it: each batch
- * is one write of the index list and reads until end of file. */
+ * is one write of the index list, then one read of the whole batch (or,
+ * with -s, reads until end of file). */
 static int cmd_gather(int argc, char **argv)
 {
+    bool stream = argc > 0 && strcmp(argv[0], "-s") == 0;
     struct gather_args g;
-    if (parse_gather(argc, argv, &g) != 0)
+    if (parse_gather(argc - stream, argv + stream, &g) != 0)
         return 2;
-    int rc = 1;
+    int rc = 1, fd = -1;
     char *text = malloc(g.batch * 24 + 1);
-    char *buf = read_buffer();
-    int fd = open(g.target, O_RDWR);
+    char *buf = NULL;
     uint64_t sum = fnv_seed, seed = g.seed;
-    long long bytes = 0;
-    if (!text || !buf || fd < 0) {
+    long long bytes = 0, width = record_width(g.target);
+    size_t cap = stream ? BUF_BYTES : (size_t)(g.batch * (uint64_t)(width > 0 ? width : 0));
+    if (width <= 0 || cap == 0) {
+        fprintf(stderr, "fsbench: %s: no record 0 beside it to size a batch\n", g.target);
+        goto out;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, cap) != 0)
+        goto out;
+    buf = p;
+    fd = open(g.target, O_RDWR | (stream ? 0 : O_DIRECT));
+    if (!text || fd < 0) {
         fprintf(stderr, "fsbench: %s: %s\n", g.target, strerror(errno));
         goto out;
     }
@@ -280,9 +311,14 @@ static int cmd_gather(int argc, char **argv)
             goto out;
         }
         for (;;) {
-            ssize_t got = read(fd, buf, BUF_BYTES);
+            ssize_t got = read(fd, buf, cap);
             if (got < 0) {
                 fprintf(stderr, "fsbench: read %s: %s\n", g.target, strerror(errno));
+                goto out;
+            }
+            if (!stream && got != (ssize_t)cap) {
+                fprintf(stderr, "fsbench: read %s: %zd bytes of a %zu-byte batch\n", g.target,
+                        got, cap);
                 goto out;
             }
             if (got == 0)
@@ -290,6 +326,8 @@ static int cmd_gather(int argc, char **argv)
             if (it < VERIFY_BATCHES)
                 sum = fnv1a(sum, (const unsigned char *)buf, (size_t)got);
             bytes += got;
+            if (!stream)
+                break;
         }
     }
     report_gather(&g, bytes, now_s() - t0, sum);
@@ -358,7 +396,7 @@ int main(int argc, char **argv)
     }
     if (rc == 2)
         fprintf(stderr, "usage: fsbench read [-j T] DIR N | drop PATH... | sums DIR N |\n"
-                        "       gather FILE N BATCH ITERS SEED | "
+                        "       gather [-s] FILE N BATCH ITERS SEED | "
                         "libgather STORE N BATCH ITERS SEED\n");
     return rc;
 }

@@ -183,6 +183,7 @@ static int file_attr(struct zfs_fs *fs, struct zfs_store *st, uint64_t slot, boo
         break;
     case ZFS_CTL_GATHER:
         a->st_mode = S_IFREG | 0666;
+        rc = zfs_gather_size(fs, st, NULL, &size);
         break;
     case ZFS_CTL_COMPACT:
         a->st_mode = S_IFREG | (fs->cfg.rw ? 0644 : 0444);
@@ -209,6 +210,14 @@ static void entry_init(struct zfs_fs *fs, struct fuse_entry_param *e)
     e->entry_timeout = fs->timeout;
 }
 
+/* How long the kernel may keep the attributes of a file of a store: the
+ * size of .gather follows the batches being read (ctl.c), so the kernel
+ * asks again before every read. */
+static double attr_timeout(const struct zfs_fs *fs, uint64_t slot)
+{
+    return slot == ZFS_CTL_GATHER ? 0.0 : fs->timeout;
+}
+
 /* ENOENT, remembered by the kernel on read-only mounts (nothing appears
  * there while mounted). */
 static void reply_missing(fuse_req_t req, struct zfs_fs *fs)
@@ -222,6 +231,13 @@ static void reply_missing(fuse_req_t req, struct zfs_fs *fs)
     fuse_reply_entry(req, &e);
 }
 
+/* Requests the kernel may have queued in the background at once. An
+ * O_DIRECT read of .gather is sent as one request per MiB, all at once,
+ * and the reader sleeps until the last is answered; with the kernel's
+ * default of 12 it would wake and sleep again every few requests of a
+ * batch. This covers the largest batch. */
+#define MAX_BACKGROUND (ZFS_GATHER_MAX >> 20)
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
@@ -229,9 +245,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * `echo 3 1 4 > .gather` needs no truncation support. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-    /* Control files are streams read in order: one read(2) must never be
-     * split into concurrent requests. */
-    conn->want &= ~FUSE_CAP_ASYNC_DIO;
+    /* One large O_DIRECT read becomes concurrent requests, answered at
+     * their offsets (ctl.c); libfuse asks for it by default. */
+    if (conn->capable & FUSE_CAP_ASYNC_DIO)
+        conn->want |= FUSE_CAP_ASYNC_DIO;
+    conn->max_background = MAX_BACKGROUND;
+    /* Above this many background requests the kernel stops reading ahead
+     * asynchronously; a batch in flight must not starve record readers. */
+    conn->congestion_threshold = MAX_BACKGROUND * 3 / 4;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -280,6 +301,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     e.ino = e.attr.st_ino;
+    e.attr_timeout = attr_timeout(fs, slot);
     fuse_reply_entry(req, &e);
 }
 
@@ -300,19 +322,28 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)fi;
     struct zfs_fs *fs = fs_of(req);
+    struct zfs_handle *h = fi ? (struct zfs_handle *)(uintptr_t)fi->fh : NULL;
     struct target t;
     struct stat a;
     int rc = resolve(fs, ino, &t);
-    if (rc == 0 && t.node)
+    if (rc == 0 && t.node) {
         dir_attr(t.node, ino, &a);
-    else if (rc == 0)
+    } else if (rc == 0 && h && h->type == ZFS_H_GATHER) {
+        /* Before an O_DIRECT read the kernel asks for the size with the
+         * reader's handle: its list ends here, and the size covers its
+         * batch. */
         rc = file_attr(fs, t.st, t.slot, true, &a);
+        uint64_t size;
+        if (rc == 0 && (rc = zfs_gather_size(fs, t.st, h, &size)) == 0)
+            a.st_size = (off_t)size;
+    } else if (rc == 0) {
+        rc = file_attr(fs, t.st, t.slot, true, &a);
+    }
     if (rc != 0)
         fuse_reply_err(req, -rc);
     else
-        fuse_reply_attr(req, &a, fs->timeout);
+        fuse_reply_attr(req, &a, t.node ? fs->timeout : attr_timeout(fs, t.slot));
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -335,7 +366,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     if (rc != 0)
         fuse_reply_err(req, -rc);
     else
-        fuse_reply_attr(req, &a, fs->timeout);
+        fuse_reply_attr(req, &a, attr_timeout(fs, t.slot));
 }
 
 static void op_refuse_entry(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -407,6 +438,7 @@ static struct zfs_handle *handle_new(struct zfs_store *st, enum zfs_htype type)
     h->st = st;
     atomic_init(&h->refs, 1);
     pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->unpinned, NULL);
     zfs_idxlist_init(&h->list, 0, ZFS_LIST_MAX);
     return h;
 }
@@ -415,11 +447,14 @@ static void handle_free(struct zfs_handle *h)
 {
     if (!h)
         return;
+    if (h->type == ZFS_H_GATHER)
+        zfs_gather_release(h);
     zfs_rec_put(h->rec);
     zfs_idxlist_free(&h->list);
     if (h->out != h->gbuf)
         free(h->out);
     free(h->gbuf);
+    pthread_cond_destroy(&h->unpinned);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -456,8 +491,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             rc = -ENOMEM;
             break;
         }
-        fi->direct_io = 1;
-        fi->nonseekable = 1;
+        /* Without O_DIRECT: a stream, each read(2) one request after
+         * another. With O_DIRECT the kernel sends the requests of one
+         * large read(2) at once and the reader waits once (ctl.c); the
+         * file is then seekable, so threads may pread parts of a batch. */
+        h->odirect = (fi->flags & O_DIRECT) != 0;
+        fi->direct_io = !h->odirect;
+        fi->nonseekable = !h->odirect;
         break;
     case ZFS_CTL_COMPACT:
         if (writing && !fs->cfg.rw) {
@@ -648,21 +688,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_slice(req, h->out, h->outlen, size, off);
         break;
     case ZFS_H_GATHER:
+        /* The reply points into the handle; the reference keeps h alive
+         * until it is done even if the reader closes the file as soon as
+         * the reply reaches it. A read the kernel makes for its page
+         * cache carries no lock owner, unlike one a reader makes. */
+        atomic_fetch_add(&h->refs, 1);
+        rc = zfs_gather_read(fs, h, req, size, (uint64_t)off, fi->lock_owner == 0);
+        handle_put(h);
+        break;
     case ZFS_H_COMPACT: {
         const char *p;
         size_t n;
         /* The reply is sent under mu (it points into the handle's
-         * buffer); the reference keeps h alive through the unlock even if
-         * the reader closes the file as soon as the reply reaches it. */
+         * buffer), and the reference keeps h alive through the unlock. */
         atomic_fetch_add(&h->refs, 1);
         pthread_mutex_lock(&h->mu);
-        if (h->type == ZFS_H_GATHER) {
-            rc = zfs_gather_reply(fs, h, req, size);
-        } else {
-            rc = zfs_compact_read(fs, h, size, &p, &n);
-            if (rc == 0)
-                fuse_reply_buf(req, p, n);
-        }
+        rc = zfs_compact_read(fs, h, size, &p, &n);
+        if (rc == 0)
+            fuse_reply_buf(req, p, n);
         pthread_mutex_unlock(&h->mu);
         handle_put(h);
         break;
@@ -679,7 +722,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     (void)ino;
-    (void)off;
     struct zfs_fs *fs = fs_of(req);
     struct zfs_handle *h = (struct zfs_handle *)(uintptr_t)fi->fh;
     int rc;
@@ -688,7 +730,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     } else if (h->type == ZFS_H_GATHER || h->type == ZFS_H_COMPACT || h->type == ZFS_H_DELETE) {
         pthread_mutex_lock(&h->mu);
         if (h->type == ZFS_H_GATHER)
-            rc = zfs_gather_write(fs, h, buf, size);
+            rc = zfs_gather_write(fs, h, buf, size, (uint64_t)off);
         else if (h->type == ZFS_H_COMPACT)
             rc = zfs_compact_run(fs, h); /* what was written does not matter */
         else
@@ -802,6 +844,7 @@ static bool dir_entry(struct zfs_fs *fs, fuse_ino_t ino, struct zfs_node *n, uin
         e->attr.st_mode = S_IFREG;
     } else if (file_attr(fs, st, slot, false, &e->attr) == 0) {
         e->ino = e->attr.st_ino;
+        e->attr_timeout = attr_timeout(fs, slot);
     } else {
         /* Size unknown without decoding (a Ragged record not seen yet),
          * or unreadable: list the name only, and let a lookup find out

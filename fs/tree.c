@@ -72,6 +72,7 @@ static void free_store(struct zfs_store *st)
     zfs_sizes_free(&st->sizes);
     pthread_rwlock_destroy(&st->lock);
     pthread_mutex_destroy(&st->ctl_mu);
+    pthread_mutex_destroy(&st->gsize_mu);
     free(st->stats_json);
     free(st->compact_json);
     free(st->path);
@@ -105,6 +106,7 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
     pthread_rwlock_init(&st->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&st->ctl_mu, NULL);
+    pthread_mutex_init(&st->gsize_mu, NULL);
     st->sid = (uint32_t)fs->nstores;
     st->dir_ino = pos + 1;
     st->st = fs->nodes[pos].st;

@@ -98,6 +98,14 @@ struct zfs_store {
     char *compact_json;      /* the .compact text: the last compaction */
     size_t compact_len;
     uint64_t ncompactions;   /* compactions run through this mount */
+    /* The .gather handles opened with O_DIRECT that have a batch written
+     * or being read, linked through zfs_handle.gnext, guarded by
+     * gsize_mu. The kernel keeps one size for .gather, and an O_DIRECT
+     * read stops at it, so the size shown is the largest end among them
+     * (see ctl.c). */
+    pthread_mutex_t gsize_mu;
+    struct zfs_handle *gsized;
+    uint64_t ghwm;           /* at least every size the kernel may hold for .gather */
     struct stat st;          /* owner and times of the store folder */
     _Atomic unsigned nfailures; /* records that failed to decode, for the log */
 };
@@ -160,8 +168,23 @@ struct zfs_handle {
     char *gbuf;              /* .gather: the batch buffer, kept and reused */
     size_t gcap;             /* its capacity in bytes */
     bool by_ref;             /* .gather: the batch in h->list, served from the mapping */
-    size_t outpos;           /* .gather, .compact: next byte to hand out */
+    size_t outpos;           /* .compact: next byte to hand out */
     bool serving;            /* .gather, .compact: an answer is being read */
+    /* .gather: the file offset at which the batch begins (where the last
+     * write of its list ended), and whether the file was opened with
+     * O_DIRECT (then the kernel may send the requests of one read(2) at
+     * once, and stops reads at the file size). */
+    uint64_t base;
+    bool odirect;
+    /* .gather: replies in flight that read h->gbuf without holding mu,
+     * and the condition a change of the answer waits on until they end. */
+    unsigned pins;
+    pthread_cond_t unpinned;
+    /* .gather with O_DIRECT: membership of st->gsized and the end the
+     * handle needs the size to reach (guarded by st->gsize_mu). */
+    bool sized;
+    uint64_t gend;
+    struct zfs_handle *gprev, *gnext;
 };
 
 /* ---- inode numbers ---- */
@@ -212,11 +235,26 @@ void zfs_rec_cache_clear(void);
 int zfs_stats_text(struct zfs_fs *fs, struct zfs_store *st, char **out, size_t *len);
 /* The length of the .stats text. */
 int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len);
-int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
-/* Answer a READ of up to size bytes of .gather on h: the next bytes of
- * the batch (end of file after its last byte). Returns 0 once req has
- * been answered, or a negative errno for the caller to reply with. */
-int zfs_gather_reply(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size);
+/* Take len bytes of an index list written to .gather on h at file
+ * offset off. The caller holds h->mu. */
+int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len,
+                     uint64_t off);
+/* Answer a READ of up to size bytes at file offset off of .gather on h
+ * (the caller does not hold h->mu). page_cache tells a read the kernel
+ * makes to fill its page cache from one a reader makes. Returns 0 once
+ * req has been answered, or a negative errno for the caller to reply
+ * with. */
+int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size,
+                    uint64_t off, bool page_cache);
+/* The size .gather shows: the largest batch end any O_DIRECT handle of
+ * st needs. When h is not NULL (a GETATTR carrying an open .gather),
+ * h's list is ended and its batch prepared first, so that the size
+ * covers it. Returns 0 or a negative errno (a bad list, a failed
+ * gather). */
+int zfs_gather_size(struct zfs_fs *fs, struct zfs_store *st, struct zfs_handle *h,
+                    uint64_t *size);
+/* Forget h's part in .gather's size; before a .gather handle is freed. */
+void zfs_gather_release(struct zfs_handle *h);
 /* A copy of the .compact text, and its length. */
 int zfs_compact_text(struct zfs_store *st, char **out, size_t *len);
 int zfs_compact_size(struct zfs_store *st, uint64_t *len);

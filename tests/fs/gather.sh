@@ -2,7 +2,9 @@
 # gather.sh: the .gather control file, from a shell on one descriptor and
 # from Python with os.write/os.read, against the expected records: Dense
 # batches back to back, Ragged batches framed with their shapes; bad
-# lists give EINVAL and leave the handle usable.
+# lists give EINVAL and leave the handle usable. Then opened with
+# O_DIRECT: whole batches in one read, reads at offsets in any order and
+# from several threads, and several descriptors gathering at once.
 . "$(dirname "$0")/lib.sh"
 
 make_tree
@@ -32,6 +34,7 @@ cd "$tmp"
 ok "shell .gather on one descriptor"
 
 $CHECK gather "$m" "$tmp/exp" $STORES
+$CHECK gather_direct "$m" "$tmp/exp" $STORES
 
 unmount_fs "$m" "$pid"
 ok "unmounted"

@@ -50,6 +50,7 @@ mount_fs "$m" -o mt "$tmp/tree"
 pid=$DAEMON
 $CHECK records "$m" "$tmp/exp" 4 $STORES
 $CHECK gather "$m" "$tmp/exp" $STORES
+$CHECK gather_direct "$m" "$tmp/exp" $STORES
 unmount_fs "$m" "$pid"
 ok "-o mt"
 

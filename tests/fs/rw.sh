@@ -17,6 +17,8 @@ pid=$DAEMON
 # Warm the kernel's caches of names, sizes and pages before changing.
 $CHECK records "$m" "$tmp/exp" 1 $STORES > /dev/null
 ls -l "$m/ragged_zstd" > /dev/null
+# .gather of a read-write mount gathers into its buffer, O_DIRECT or not.
+$CHECK gather_direct "$m" "$tmp/exp" $STORES
 
 $CHECK delete "$m" "$tmp/exp" dense/raw_f4 "$tmp/raw_f4.model" "1 4" ",4 1" "7" $'\n4' "9"
 $CHECK delete "$m" "$tmp/exp" ragged_zstd "$tmp/ragged_zstd.model" "0 24 3"

@@ -12,6 +12,10 @@ with a message on the first difference and prints one line on success.
                                               (an errno name, or OK)
     zrfs_check.py mmap PATH EXPECTED          mmap of a record file
     zrfs_check.py gather MNT EXP STORE...     .gather through os.write/os.read
+    zrfs_check.py gather_direct MNT EXP STORE...
+                                              .gather opened with O_DIRECT: whole
+                                              batches in one read, reads at
+                                              offsets, concurrent descriptors
     zrfs_check.py npy MNT EXP STORE...        numpy.load of every record
     zrfs_check.py delete MNT EXP STORE MODEL PIECE...
                                               write PIECEs to .delete, close,
@@ -26,9 +30,11 @@ import errno
 import json
 import mmap
 import os
+import random
 import stat
 import struct
 import sys
+import threading
 
 
 def fail(msg):
@@ -267,6 +273,146 @@ def cmd_gather(mnt, exp, stores):
     print(".gather of %d stores as expected" % len(stores))
 
 
+def read_direct(fd, n, off=None):
+    """One read(2) (a pread(2) at off) of up to n bytes into a page-aligned
+    buffer, as an O_DIRECT reader makes it; the bytes it gave."""
+    buf = mmap.mmap(-1, max(n, 1))
+    try:
+        got = os.readv(fd, [buf]) if off is None else os.preadv(fd, [buf], off)
+        return bytes(buf[:got])
+    finally:
+        buf.close()
+
+
+def expect_errno(want, fn, what):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != want:
+            fail("%s gave %s, expected %s" % (what, errno.errorcode[e.errno], errno.errorcode[want]))
+        return
+    fail("%s succeeded, expected %s" % (what, errno.errorcode[want]))
+
+
+def direct_many(path, n, want_of, where):
+    """Descriptors of one .gather, O_DIRECT and not, each in its own
+    thread writing its own lists and reading whole batches at the same
+    time: nobody's batch is cut short or mixed with another's."""
+    errors = []
+
+    def worker(k):
+        rng = random.Random(k)
+        direct = k < 3
+        fd = os.open(path, os.O_RDWR | (os.O_DIRECT if direct else 0))
+        try:
+            for it in range(12):
+                idx = [rng.randrange(n) for _ in range(rng.randrange(1, 60))]
+                want = want_of(idx)
+                os.write(fd, (" ".join(map(str, idx)) + "\n").encode())
+                if direct:
+                    # Exact-sized buffers, and larger ones (as a Ragged
+                    # reader that does not know the length would use).
+                    got = read_direct(fd, len(want) + (0 if k % 2 else 5000))
+                else:
+                    got = read_all(fd, 65536)
+                if got != want:
+                    errors.append("%s: descriptor %d batch %d: %d bytes, expected %d"
+                                  % (where, k, it, len(got), len(want)))
+                    return
+        except OSError as e:
+            errors.append("%s: descriptor %d: %s" % (where, k, errno.errorcode[e.errno]))
+        finally:
+            os.close(fd)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        fail(errors[0])
+
+
+def cmd_gather_direct(mnt, exp, stores):
+    for store in stores:
+        kind, dtype, recs = manifest(exp, store)
+        n = len(recs)
+        shapes = dict(recs)
+        want_of = lambda idx: b"".join(frame(kind, shapes[i], expected(exp, store, i)) for i in idx)
+        path = os.path.join(mnt, store, ".gather")
+        fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+        try:
+            if read_direct(fd, 4096) != b"":
+                fail("%s: a fresh O_DIRECT .gather is not empty" % store)
+            # A list in pieces, then the whole batch in one read into a
+            # buffer of its size; the file position then sits at its end.
+            idx = [3 % n, 1, 4 % n, 1, 5 % n, n - 1, 0]
+            last = str(n - 1)
+            os.write(fd, ("%d %d %d,%d\t%d\n" % tuple(idx[:5])).encode())
+            os.write(fd, last[:1].encode())
+            os.write(fd, (last[1:] + ", 0").encode())
+            base = os.lseek(fd, 0, os.SEEK_CUR)
+            want = want_of(idx)
+            got = read_direct(fd, len(want))
+            if got != want:
+                fail("%s: O_DIRECT .gather of %s gave %d bytes, expected %d" % (store, idx, len(got), len(want)))
+            if read_direct(fd, 4096) != b"":
+                fail("%s: O_DIRECT read after the batch is not end of file" % store)
+            if os.fstat(fd).st_size != base + len(want) or os.lseek(fd, 0, os.SEEK_END) != base + len(want):
+                fail("%s: .gather's size is not where the batch ends" % store)
+            # A long batch (several MiB: many requests at once) into a
+            # buffer larger than it: one read gives exactly the batch.
+            width = max(len(expected(exp, store, i)) for i in range(n))
+            big = [(k * 7919 + 3) % n for k in range(max(40, min(3000, (6 << 20) // width)))]
+            os.write(fd, " ".join(map(str, big)).encode())
+            want = want_of(big)
+            got = read_direct(fd, len(want) + 10000)
+            if got != want:
+                fail("%s: O_DIRECT .gather of %d records gave %d bytes, expected %d" % (store, len(big), len(got), len(want)))
+            # Reads at offsets: the batch begins where its list ended, and
+            # pieces of it may be read in any order, by several threads at
+            # once, and again.
+            text = " ".join(map(str, big)).encode()
+            os.write(fd, text)
+            base = os.lseek(fd, 0, os.SEEK_CUR)
+            cuts = sorted(random.Random(n).sample(range(1, len(want)), min(9, len(want) - 1)))
+            pieces = list(zip([0] + cuts, cuts + [len(want)]))
+            got = {}
+            def take(p):
+                got[p] = read_direct(fd, p[1] - p[0], base + p[0])
+            for order in (pieces[::-1], pieces):
+                threads = [threading.Thread(target=take, args=(p,)) for p in order]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                for a, b in pieces:
+                    if got[(a, b)] != want[a:b]:
+                        fail("%s: pread of batch bytes [%d, %d) differs" % (store, a, b))
+            if read_direct(fd, 100, base + len(want) - 10) != want[-10:]:
+                fail("%s: a pread across the batch's end is wrong" % store)
+            if read_direct(fd, 100, base + len(want)) != b"":
+                fail("%s: a pread at the batch's end is not end of file" % store)
+            expect_errno(errno.EINVAL, lambda: read_direct(fd, 100, base - 1), "%s: pread below the batch" % store)
+            if read_direct(fd, len(want)) != want:
+                fail("%s: the batch read on from the write after preads differs" % store)
+            # Bad lists: EINVAL, and the descriptor keeps working.
+            for bad in [b"x", b"-1", str(n).encode() + b" "]:
+                expect_einval(fd, bad, store)
+                os.write(fd, b"0 2\n")
+                if read_direct(fd, len(want_of([0, 2 % n]))) != want_of([0, 2 % n]):
+                    fail("%s: O_DIRECT .gather after a bad write %r is wrong" % (store, bad))
+            os.write(fd, str(n).encode())
+            expect_errno(errno.EINVAL, lambda: read_direct(fd, 100), "%s: O_DIRECT read of an out-of-range list" % store)
+            os.write(fd, b"%d\n" % (n - 1))
+            if read_direct(fd, 1 << 20) != want_of([n - 1]):
+                fail("%s: O_DIRECT .gather after an out-of-range list is wrong" % store)
+        finally:
+            os.close(fd)
+        direct_many(path, n, want_of, store)
+    print("O_DIRECT .gather of %d stores as expected" % len(stores))
+
+
 def cmd_npy(mnt, exp, stores):
     import numpy as np
 
@@ -383,6 +529,8 @@ def main(argv):
         cmd_mmap(*args)
     elif cmd == "gather":
         cmd_gather(args[0], args[1], args[2:])
+    elif cmd == "gather_direct":
+        cmd_gather_direct(args[0], args[1], args[2:])
     elif cmd == "delete":
         cmd_delete(args[0], args[1], args[2], args[3], args[4:])
     elif cmd == "model":
