@@ -201,9 +201,17 @@ static void gather_shard(void *arg, size_t k)
         return;
     }
     if (c->locs) {
+        /* The entries are checked already; only the records' first bytes
+         * are asked for ahead of the copy. */
         for (size_t j = a; j < b; j++) {
             if (atomic_load_explicit(&c->failed, memory_order_relaxed))
                 break;
+            if (j + DATA_AHEAD < b && !s->nomap) {
+                const struct zr_loc *n = &c->locs[j + DATA_AHEAD];
+                const uint8_t *src = zr_ftable_at(&s->chunks, n->chunk_id)->map + n->offset;
+                __builtin_prefetch(src);
+                __builtin_prefetch(src + 64);
+            }
             uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
             int rc = read_loc(s, dctx, &sc, c->idx[j], &c->locs[j], out);
             if (rc != 0) {
