@@ -89,17 +89,27 @@ put(f"| fuse_ceiling | {med('ls', 'ceiling', 'ls-first'):.3f} | {med('ls', 'ceil
 put("")
 put("## .gather of 256-record batches vs zr_gather_dense")
 put("")
-put("Records/s (MiB/s). One descriptor, one index-list write and reads to end of")
-put(f"file per batch; {gather_iters} timed batches (vision), {gather_iters * 10} (token),")
-put("after 4 untimed batches whose bytes were compared with the library's.")
+put("Records/s (MiB/s). One descriptor; per batch one index-list write, then")
+put("(O_DIRECT) one read of the whole batch into a page-aligned buffer of its size,")
+put("or (stream, the descriptor opened without O_DIRECT) 1 MiB reads to end of")
+put(f"file; {gather_iters} timed batches (vision), {gather_iters * 10} (token), after 4")
+put("untimed batches whose bytes were compared with the library's. Ratios are")
+put("against the library's gather of the same batches.")
 put("")
-put("| | zrecordfs .gather | library | ratio |")
-put("|---|---:|---:|---:|")
+put("| | O_DIRECT | O_DIRECT, -o mt | stream | library | ratio | ratio, -o mt |")
+put("|---|---:|---:|---:|---:|---:|---:|")
+
+
+def cell(w, c):
+    return f"{med(w, c, 'gather'):,.0f} ({med(w, c, 'gather', 1):,.0f})"
+
+
 for w in WORK:
     for s in ("raw", "zstd"):
-        a, b = med(w, f"zrfs-{s}", "gather"), med(w, f"lib-{s}", "gather")
-        put(f"| {w} {s} | {a:,.0f} ({med(w, f'zrfs-{s}', 'gather', 1):,.0f}) | "
-            f"{b:,.0f} ({med(w, f'lib-{s}', 'gather', 1):,.0f}) | {a / b:.2f} |")
+        b = med(w, f"lib-{s}", "gather")
+        put(f"| {w} {s} | {cell(w, f'zrfs-{s}')} | {cell(w, f'zrfs-{s}-mt')} | "
+            f"{cell(w, f'zrfs-{s}-stream')} | {cell(w, f'lib-{s}')} | "
+            f"{med(w, f'zrfs-{s}', 'gather') / b:.2f} | {med(w, f'zrfs-{s}-mt', 'gather') / b:.2f} |")
 put("")
 
 put("## Ratios against the targets")

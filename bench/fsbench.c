@@ -9,6 +9,9 @@
  *   sums DIR N             print one checksum line per file, for validation
  *   gather [-s] FILE N B K S  K batches of B random indices through a .gather
  *   libgather STORE N B K S  the same batches through zr_gather_dense
+ *   direct FILE BYTES K    K reads of the first BYTES of FILE, each one
+ *                          O_DIRECT read(2) into one buffer (against
+ *                          fuse_ceiling: what FUSE itself allows .gather)
  *
  * The timed loops do nothing but the system calls a plain reader makes
  * (open, read into one buffer until end of file, close), so that the rates
@@ -379,6 +382,43 @@ out:
     return rc;
 }
 
+/* The read pattern of gather without anything to gather: how fast the
+ * kernel and a FUSE server move one large O_DIRECT read. */
+static int cmd_direct(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    int rc = 1;
+    size_t n = (size_t)strtoull(argv[1], NULL, 10);
+    uint64_t iters = strtoull(argv[2], NULL, 10);
+    void *p = NULL;
+    int fd = open(argv[0], O_RDONLY | O_DIRECT);
+    if (n == 0 || iters == 0 || fd < 0 || posix_memalign(&p, 4096, n) != 0) {
+        fprintf(stderr, "fsbench: %s: %s\n", argv[0], strerror(errno));
+        goto out;
+    }
+    double t0 = 0;
+    for (uint64_t it = 0; it <= iters; it++) {
+        if (it == 1)
+            t0 = now_s(); /* the first read faults the buffer in */
+        ssize_t got = pread(fd, p, n, 0);
+        if (got != (ssize_t)n) {
+            fprintf(stderr, "fsbench: read %s: %zd of %zu bytes: %s\n", argv[0], got, n,
+                    got < 0 ? strerror(errno) : "short");
+            goto out;
+        }
+    }
+    double dt = now_s() - t0;
+    printf("reads %" PRIu64 " bytes %llu secs %.4f mib_per_s %.1f\n", iters,
+           (unsigned long long)(n * iters), dt, (double)(n * iters) / dt / 1048576.0);
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int rc = 2;
@@ -393,10 +433,13 @@ int main(int argc, char **argv)
             rc = cmd_gather(argc - 2, argv + 2);
         else if (strcmp(argv[1], "libgather") == 0)
             rc = cmd_libgather(argc - 2, argv + 2);
+        else if (strcmp(argv[1], "direct") == 0)
+            rc = cmd_direct(argc - 2, argv + 2);
     }
     if (rc == 2)
         fprintf(stderr, "usage: fsbench read [-j T] DIR N | drop PATH... | sums DIR N |\n"
                         "       gather [-s] FILE N BATCH ITERS SEED | "
-                        "libgather STORE N BATCH ITERS SEED\n");
+                        "libgather STORE N BATCH ITERS SEED |\n"
+                        "       direct FILE BYTES ITERS\n");
     return rc;
 }

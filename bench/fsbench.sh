@@ -214,6 +214,12 @@ done
 [ "$(ls "$mnt" | wc -l)" = 0 ] || { echo "fsbench: $mnt is not empty after the last unmount" >&2; exit 1; }
 
 # --- .gather vs the library's gather ------------------------------------------
+# Each batch through .gather three ways: opened with O_DIRECT and read in
+# one read(2) (the default loop, and -o mt), and the stream way (no
+# O_DIRECT, 1 MiB reads to end of file); then the library's gather.
+gather_line() {
+    echo "$2" | awk -v w="$w" -v c="$1" '{ print w "\t" c "\tgather\t" $8 "\t" $10 }' >>"$results"
+}
 for w in vision token; do
     n=$(eval echo "\$n_$w")
     iters=$gather_iters
@@ -223,12 +229,20 @@ for w in vision token; do
             unmount
             "$zrfs" "$work/$w.$s" "$mnt"; mounted=1
             a=$("$fsbench" gather "$mnt/.gather" "$n" 256 "$iters" "$r")
+            a_s=$("$fsbench" gather -s "$mnt/.gather" "$n" 256 "$iters" "$r")
+            unmount
+            "$zrfs" -o mt "$work/$w.$s" "$mnt"; mounted=1
+            a_mt=$("$fsbench" gather "$mnt/.gather" "$n" 256 "$iters" "$r")
             unmount
             b=$("$fsbench" libgather "$work/$w.$s" "$n" 256 "$iters" "$r")
-            [ "${a##* }" = "${b##* }" ] ||
-                { echo "fsbench: .gather and zr_gather_dense differ ($w $s)" >&2; exit 1; }
-            echo "$a" | awk -v w="$w" -v c="zrfs-$s" '{ print w "\t" c "\tgather\t" $8 "\t" $10 }' >>"$results"
-            echo "$b" | awk -v w="$w" -v c="lib-$s" '{ print w "\t" c "\tgather\t" $8 "\t" $10 }' >>"$results"
+            for x in "$a" "$a_s" "$a_mt"; do
+                [ "${x##* }" = "${b##* }" ] ||
+                    { echo "fsbench: .gather and zr_gather_dense differ ($w $s)" >&2; exit 1; }
+            done
+            gather_line "zrfs-$s" "$a"
+            gather_line "zrfs-$s-stream" "$a_s"
+            gather_line "zrfs-$s-mt" "$a_mt"
+            gather_line "lib-$s" "$b"
         done
     done
 done

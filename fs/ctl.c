@@ -614,15 +614,36 @@ static int span_copy(struct zfs_handle *h, uint64_t pos, uint64_t end, char **ou
     return 0;
 }
 
+/* What a reply of zfs_gather_read holds until it has been sent. */
+struct sent {
+    struct zfs_handle *h;
+    char *copy;  /* span_copy's buffer, if any */
+    bool pinned; /* the reply reads h->gbuf */
+};
+
+static void sent_done(void *arg)
+{
+    struct sent *s = arg;
+    struct zfs_handle *h = s->h;
+    free(s->copy);
+    if (s->pinned) {
+        pthread_mutex_lock(&h->mu);
+        if (--h->pins == 0)
+            pthread_cond_broadcast(&h->unpinned);
+        pthread_mutex_unlock(&h->mu);
+    }
+    zfs_handle_put(h);
+    free(s);
+}
+
 int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size,
                     uint64_t off, bool page_cache)
 {
     (void)fs;
     struct zfs_store *st = h->st;
     struct iovec iov[SPAN_IOVS];
-    char *copy = NULL;
+    struct sent *s = NULL;
     int cnt = 0, rc = 0;
-    bool pinned = false;
     if (!st->zs)
         return -EIO;
     /* A batch never enters the page cache (rule 5): pages cached at one
@@ -632,6 +653,9 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, siz
      * batch makes larger. */
     if (page_cache)
         return -EIO;
+    if (!(s = malloc(sizeof *s)))
+        return -ENOMEM;
+    *s = (struct sent){.h = h};
     pthread_mutex_lock(&h->mu);
     if ((rc = gather_prepare(h)) != 0)
         goto out;
@@ -646,8 +670,8 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, siz
         cnt = 0;
     } else if (h->by_ref) {
         cnt = span_iov(h, pos, end, iov, SPAN_IOVS);
-        if (cnt == 0 && (rc = span_copy(h, pos, end, &copy)) == 0) {
-            iov[0].iov_base = copy;
+        if (cnt == 0 && (rc = span_copy(h, pos, end, &s->copy)) == 0) {
+            iov[0].iov_base = s->copy;
             iov[0].iov_len = (size_t)(end - pos);
             cnt = 1;
         } else if (cnt < 0) {
@@ -661,20 +685,19 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, siz
         iov[0].iov_len = (size_t)(end - pos);
         cnt = 1;
         h->pins++;
-        pinned = true;
+        s->pinned = true;
     }
 out:
     pthread_mutex_unlock(&h->mu);
-    if (rc == 0)
-        fuse_reply_iov(req, iov, cnt);
-    free(copy);
-    if (pinned) {
-        pthread_mutex_lock(&h->mu);
-        if (--h->pins == 0)
-            pthread_cond_broadcast(&h->unpinned);
-        pthread_mutex_unlock(&h->mu);
+    if (rc != 0) {
+        free(s);
+        return rc;
     }
-    return rc;
+    /* Sent from a reply thread under the single-threaded loop; the reply
+     * keeps h alive until then. */
+    atomic_fetch_add(&h->refs, 1);
+    zfs_reply_iov(req, iov, cnt, sent_done, s);
+    return 0;
 }
 
 int zfs_compact_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,

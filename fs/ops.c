@@ -459,8 +459,7 @@ static void handle_free(struct zfs_handle *h)
     free(h);
 }
 
-/* Drop a reference; the last one frees the handle. */
-static void handle_put(struct zfs_handle *h)
+void zfs_handle_put(struct zfs_handle *h)
 {
     if (h && atomic_fetch_sub(&h->refs, 1) == 1)
         handle_free(h);
@@ -688,13 +687,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_slice(req, h->out, h->outlen, size, off);
         break;
     case ZFS_H_GATHER:
-        /* The reply points into the handle; the reference keeps h alive
-         * until it is done even if the reader closes the file as soon as
-         * the reply reaches it. A read the kernel makes for its page
-         * cache carries no lock owner, unlike one a reader makes. */
-        atomic_fetch_add(&h->refs, 1);
+        /* A read the kernel makes for its page cache carries no lock
+         * owner, unlike one a reader makes. The reply holds its own
+         * reference to h. */
         rc = zfs_gather_read(fs, h, req, size, (uint64_t)off, fi->lock_owner == 0);
-        handle_put(h);
         break;
     case ZFS_H_COMPACT: {
         const char *p;
@@ -707,7 +703,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (rc == 0)
             fuse_reply_buf(req, p, n);
         pthread_mutex_unlock(&h->mu);
-        handle_put(h);
+        zfs_handle_put(h);
         break;
     }
     case ZFS_H_DELETE:
@@ -785,7 +781,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
             fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .delete on release: %s\n", h->st->path,
                      strerror(-rc));
     }
-    handle_put(h);
+    zfs_handle_put(h);
     fuse_reply_err(req, 0);
 }
 

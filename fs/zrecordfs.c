@@ -217,6 +217,10 @@ int main(int argc, char *argv[])
     bool single = opts.singlethread || (!fs.cfg.mt && cpus > 0 && cpus <= 2);
     int rc;
     if (single) {
+        /* But the copies of an O_DIRECT .gather read, all queued at
+         * once while the reader sleeps, go to both cores (replies.c). */
+        if (cpus > 1 && zfs_replies_start((unsigned)cpus) != 0)
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the reply threads\n");
         rc = fuse_session_loop(se);
     } else {
         if (!(loop_cfg = fuse_loop_cfg_create()))
@@ -229,6 +233,7 @@ int main(int argc, char *argv[])
     }
     ret = rc == 0 ? 0 : 1;
 out:
+    zfs_replies_stop();
     zfs_notify_stop();
     fuse_loop_cfg_destroy(loop_cfg);
     if (mounted)

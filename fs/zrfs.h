@@ -277,8 +277,24 @@ void zfs_notify_stop(void);
 void zfs_notify_change(struct zfs_fs *fs, struct zfs_store *st, const uint64_t *changed,
                        size_t n, uint64_t new_len, uint64_t old_len);
 
+/* ---- replies.c ---- */
+
+/* Start n threads (at most 8) that send .gather's data replies for the
+ * single-threaded loop; call after the process has daemonized. Returns 0
+ * or a negative errno (the threads started before it still run). */
+int zfs_replies_start(unsigned n);
+/* Send what is queued, then stop the threads. Safe when none runs. */
+void zfs_replies_stop(void);
+/* Reply to req with iov[0..cnt) on a reply thread, or at once if none
+ * runs, then call done(arg); what iov points to must stay valid until
+ * done runs. Thread-safe. */
+void zfs_reply_iov(fuse_req_t req, const struct iovec *iov, int cnt, void (*done)(void *),
+                   void *arg);
+
 /* ---- ops.c ---- */
 
+/* Drop a reference to an open file's handle; the last one frees it. */
+void zfs_handle_put(struct zfs_handle *h);
 /* The operations table handed to fuse_session_new. */
 const struct fuse_lowlevel_ops *zfs_lowlevel_ops(void);
 /* The errno for a libloaderx status code: the one place they are mapped. */
