@@ -231,13 +231,6 @@ static void reply_missing(fuse_req_t req, struct zfs_fs *fs)
     fuse_reply_entry(req, &e);
 }
 
-/* Requests the kernel may have queued in the background at once. An
- * O_DIRECT read of .gather is sent as one request per MiB, all at once,
- * and the reader sleeps until the last is answered; with the kernel's
- * default of 12 it would wake and sleep again every few requests of a
- * batch. This covers the largest batch. */
-#define MAX_BACKGROUND (ZFS_GATHER_MAX >> 20)
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
@@ -249,10 +242,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * their offsets (ctl.c); libfuse asks for it by default. */
     if (conn->capable & FUSE_CAP_ASYNC_DIO)
         conn->want |= FUSE_CAP_ASYNC_DIO;
-    conn->max_background = MAX_BACKGROUND;
-    /* Above this many background requests the kernel stops reading ahead
-     * asynchronously; a batch in flight must not starve record readers. */
-    conn->congestion_threshold = MAX_BACKGROUND * 3 / 4;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
