@@ -8,13 +8,14 @@
  *             first read after it (with O_DIRECT, the size request the
  *             kernel makes before that read) ends the list and gathers
  *             the whole batch in one library call, and reads hand it out
- *             until a write starts a new list. The batch buffer stays with the handle and is reused by the
- *             next batch, so a training loop's steady state neither
- *             allocates nor page-faults (a fresh 37 MiB buffer per batch
- *             cost more than the gather itself). A Dense raw store on a
- *             read-only mount needs no buffer at all: each read is answered
- *             with the records' bytes in the library's mapping, so the
- *             kernel's copy into the reader is the only one.
+ *             until a write starts a new list. The batch buffer stays
+ *             with the handle and is reused by the next batch, so a
+ *             training loop's steady state neither allocates nor
+ *             page-faults (a fresh 37 MiB buffer per batch cost more than
+ *             the gather itself). A Dense raw store of wide records on a
+ *             read-only mount needs no buffer at all: each read is
+ *             answered with the records' bytes in the library's mapping,
+ *             so the kernel's copy into the reader is the only one.
  *   .compact  writing compacts the store (read-write mounts); reading
  *             gives the last result as JSON.
  *   .delete   (read-write mounts) the text written is an index list,
@@ -299,13 +300,13 @@ static void wait_unpinned(struct zfs_handle *h)
  * The size can still fall under a need if .gather is truncated (O_TRUNC,
  * truncate(2)) while an O_DIRECT read is about to start. */
 
-
-
+/* base + len, kept within what a file offset can hold. */
 static uint64_t clamp_end(uint64_t base, uint64_t len)
 {
     return len > (uint64_t)INT64_MAX - base ? (uint64_t)INT64_MAX : base + len;
 }
 
+/* Rules 1 and 2: h (O_DIRECT) needs the size to reach end. */
 static void size_need(struct zfs_handle *h, uint64_t end)
 {
     struct zfs_store *st = h->st;
@@ -342,7 +343,7 @@ static void size_forget(struct zfs_handle *h)
     pthread_mutex_unlock(&st->gsize_mu);
 }
 
-/* Rule 3 and 4: raise the kernel's size of st's .gather to at least
+/* Rules 3 and 4: raise the kernel's size of st's .gather to at least
  * end, and note a write that ended at wrote (either may be 0). */
 static void size_raise(struct zfs_fs *fs, struct zfs_store *st, uint64_t end, uint64_t wrote)
 {
@@ -373,6 +374,7 @@ static void size_raise(struct zfs_fs *fs, struct zfs_store *st, uint64_t end, ui
                  st->path, strerror(-rc));
 }
 
+/* Rule 1: the size to answer. */
 static uint64_t size_max(struct zfs_store *st)
 {
     uint64_t m = 0;
@@ -555,6 +557,7 @@ int zfs_gather_size(struct zfs_fs *fs, struct zfs_store *st, struct zfs_handle *
                     uint64_t *size)
 {
     (void)fs;
+    /* A size asked for with an O_DIRECT handle comes before its read. */
     if (h && h->odirect && st->zs) {
         pthread_mutex_lock(&h->mu);
         int rc = gather_prepare(h);
