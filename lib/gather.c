@@ -93,16 +93,24 @@ static inline void prefetch_loc(const zr_store *s, uint64_t i)
  * its first bytes asked for. */
 #define DATA_AHEAD 4
 
-/* Read and check the entry of record i into l, and ask the CPU for the
- * first bytes of the record it names. Returns zr_loc_get's result. */
+/* Ask the CPU for the first bytes of the record a checked entry names
+ * (nothing for ZR_NOMAP handles, which never touch the mapping). */
+static inline void prefetch_record(const zr_store *s, const struct zr_loc *l)
+{
+    if (s->nomap)
+        return;
+    const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
+    __builtin_prefetch(src);
+    __builtin_prefetch(src + 64);
+}
+
+/* Read and check the entry of record i into l, and prefetch the record it
+ * names. Returns zr_loc_get's result. */
 static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
 {
     int rc = zr_loc_get(s, i, l);
-    if (rc == 0 && !s->nomap) {
-        const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
-        __builtin_prefetch(src);
-        __builtin_prefetch(src + 64);
-    }
+    if (rc == 0)
+        prefetch_record(s, l);
     return rc;
 }
 
@@ -206,12 +214,8 @@ static void gather_shard(void *arg, size_t k)
         for (size_t j = a; j < b; j++) {
             if (atomic_load_explicit(&c->failed, memory_order_relaxed))
                 break;
-            if (j + DATA_AHEAD < b && !s->nomap) {
-                const struct zr_loc *n = &c->locs[j + DATA_AHEAD];
-                const uint8_t *src = zr_ftable_at(&s->chunks, n->chunk_id)->map + n->offset;
-                __builtin_prefetch(src);
-                __builtin_prefetch(src + 64);
-            }
+            if (j + DATA_AHEAD < b)
+                prefetch_record(s, &c->locs[j + DATA_AHEAD]);
             uint8_t *out = c->dst + (c->offsets ? c->offsets[j] : j * s->width);
             int rc = read_loc(s, dctx, &sc, c->idx[j], &c->locs[j], out);
             if (rc != 0) {
