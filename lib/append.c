@@ -251,6 +251,61 @@ static int group_flush(struct append_ctx *c, struct group *g)
     return rc;
 }
 
+/* One zstd frame of in, its literals Huffman coded where zstd finds it
+ * pays (raw_literals false) or stored raw; the context is left with the
+ * default. Returns the frame's length or a zstd error code. */
+static size_t compress_with(ZSTD_CCtx *cctx, void *dst, size_t cap, const void *in, size_t size,
+                            bool raw_literals)
+{
+    if (!raw_literals)
+        return ZSTD_compress2(cctx, dst, cap, in, size);
+    size_t e = ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
+    size_t n = ZSTD_isError(e) ? e : ZSTD_compress2(cctx, dst, cap, in, size);
+    e = ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, ZSTD_ps_auto);
+    return ZSTD_isError(n) ? n : ZSTD_isError(e) ? e : n;
+}
+
+/* Record r's frame, by the literal rule of codec.h, in one compression
+ * for most records. A small record of ZR_LIT_HUFFMAN_FIRST bytes or more
+ * is compressed with Huffman literals, and again with raw ones if its
+ * table turns out to save too little. A smaller one is compressed with raw
+ * literals first; only if those literals could repay a table is it
+ * compressed with one too (into alt, ZR_LIT_ALT bytes), and the smaller
+ * frame is kept if the difference pays. Against a dictionary the rule is
+ * not needed: there the literals take the dictionary's table (zstd's
+ * "repeat" mode), which the decoder does not build per frame. */
+static int compress_record(ZSTD_CCtx *cctx, bool dict, void *dst, size_t cap, const void *in,
+                           size_t size, uint64_t r, uint8_t *alt, size_t *z)
+{
+    size_t n;
+    if (size > ZR_LIT_SMALL || dict) {
+        n = compress_with(cctx, dst, cap, in, size, false);
+    } else if (size >= ZR_LIT_HUFFMAN_FIRST) {
+        n = compress_with(cctx, dst, cap, in, size, false);
+        size_t gain = ZSTD_isError(n) ? 0 : zr_frame_literal_gain(dst, n);
+        if (gain > 0 && !zr_literal_table_pays(gain, size))
+            n = compress_with(cctx, dst, cap, in, size, true);
+    } else {
+        n = compress_with(cctx, dst, cap, in, size, true);
+        const void *lit;
+        size_t nlit = ZSTD_isError(n) ? 0 : zr_frame_raw_literals(dst, n, &lit);
+        if (nlit > 0 && zr_literal_table_pays(zr_literal_gain_bound(lit, nlit), size)) {
+            size_t m = compress_with(cctx, alt, ZR_LIT_ALT, in, size, false);
+            if (ZSTD_isError(m))
+                n = m;
+            else if (m < n && zr_literal_table_pays(n - m, size)) {
+                memcpy(dst, alt, m);
+                n = m;
+            }
+        }
+    }
+    if (ZSTD_isError(n))
+        return zr_err(ZR_ECODEC, "compressing record %llu: %s", (unsigned long long)r,
+                      ZSTD_getErrorName(n));
+    *z = n;
+    return 0;
+}
+
 /* Compressed: each shard is a worker loop claiming records one by one,
  * compressing each into its group and flushing the group when full. */
 static void zstd_shard(void *arg, size_t k)
@@ -260,12 +315,14 @@ static void zstd_shard(void *arg, size_t k)
     zr_store *s = c->s;
     const struct zr_src *src = c->src;
     ZSTD_CCtx *cctx = zr_cctx_get();
-    uint8_t *stage = NULL;
+    uint8_t *stage = NULL, *alt = zr_malloc(ZR_LIT_ALT);
     size_t stage_cap = 0;
     struct group g = {0};
     int rc = 0;
-    if (!cctx) {
+    if (!cctx || !alt) {
         set_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
+        zr_cctx_put(cctx);
+        zr_free(alt);
         return;
     }
     ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
@@ -276,6 +333,7 @@ static void zstd_shard(void *arg, size_t k)
     if (ZSTD_isError(zr)) {
         set_error(c, zr_err(ZR_ECODEC, "configuring zstd: %s", ZSTD_getErrorName(zr)));
         zr_cctx_put(cctx);
+        zr_free(alt);
         return;
     }
     while (!atomic_load_explicit(&c->failed, memory_order_relaxed)) {
@@ -318,12 +376,10 @@ static void zstd_shard(void *arg, size_t k)
             }
             g.cap = want;
         }
-        size_t z = ZSTD_compress2(cctx, g.buf + g.used, g.cap - g.used, in, size);
-        if (ZSTD_isError(z)) {
-            rc = zr_err(ZR_ECODEC, "compressing record %llu: %s", (unsigned long long)r,
-                        ZSTD_getErrorName(z));
+        size_t z = 0;
+        if ((rc = compress_record(cctx, s->cdict != NULL, g.buf + g.used, g.cap - g.used, in, size,
+                                  r, alt, &z)) != 0)
             break;
-        }
         if (z > s->chunk_cap) {
             rc = zr_err(ZR_ETOOBIG, "record %llu compresses to %zu bytes, more than a chunk",
                         (unsigned long long)r, z);
@@ -340,6 +396,7 @@ static void zstd_shard(void *arg, size_t k)
     if (rc != 0)
         set_error(c, rc);
     zr_free(stage);
+    zr_free(alt);
     zr_free(g.buf);
     zr_cctx_put(cctx);
 }

@@ -5,10 +5,14 @@
  * alone, so the test does not trust the engine to judge its own output.
  */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zdict.h>
+/* For ZSTD_c_literalCompressionMode, to make the frames a small record
+ * may be stored as. */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include "engine.h"
@@ -164,7 +168,7 @@ END_TEST
 
 START_TEST(zstd_dense_records_are_frames_of_their_own)
 {
-    const uint64_t shape[] = {4, 16};
+    const uint64_t shape[] = {4, 256};
     zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
     char *path = zt_path("z");
     zr_store *s;
@@ -173,10 +177,10 @@ START_TEST(zstd_dense_records_are_frames_of_their_own)
     zt_append_dense_gen(s, 17, 1);
     zt_check_dense_all(s, 17);
     zr_close(s);
-    check_dense_frames(path, "<f4", 64, 17, 91, NULL, 0);
+    check_dense_frames(path, "<f4", 1024, 17, 91, NULL, 0);
     /* The records share a pattern: zstd must have found it. */
     char *chunk = zt_join(path, "0.chunk");
-    ck_assert_int_lt(zt_file_size(chunk), 91 * 256);
+    ck_assert_int_lt(zt_file_size(chunk), 91 * 4096);
     free(chunk);
     ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
     zt_check_dense_all(s, 17);
@@ -200,6 +204,90 @@ START_TEST(zstd_ragged_records_frame_prefix_and_payload_together)
     ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
     zt_check_ragged_all(s, 23, 3, 10);
     zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* A level-3 frame of len bytes, with the checksum, its literals Huffman
+ * coded where zstd finds it pays (huffman) or stored raw. */
+static uint8_t *frame_of(const void *src, size_t len, bool huffman, size_t *flen)
+{
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ck_assert_ptr_nonnull(c);
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3)));
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)));
+    if (!huffman)
+        ck_assert(!ZSTD_isError(
+            ZSTD_CCtx_setParameter(c, ZSTD_c_literalCompressionMode, ZSTD_ps_disable)));
+    size_t cap = ZSTD_compressBound(len);
+    uint8_t *f = malloc(cap);
+    ck_assert_ptr_nonnull(f);
+    *flen = ZSTD_compress2(c, f, cap, src, len);
+    ck_assert(!ZSTD_isError(*flen));
+    ZSTD_freeCCtx(c);
+    return f;
+}
+
+/* The rule of lib/codec.h for small records: a Huffman table for the
+ * literals is kept only where it saves at least 128 bytes or a third of
+ * the record; otherwise the frame stores the literals raw, which reads
+ * several times faster. Three records of random bytes without repeats,
+ * so only the literals' coding differs: 300 bytes over 64 symbols (the
+ * table saves a few dozen bytes: raw), 4,000 bytes over 16 symbols (it
+ * saves about 2,000: kept), 200 bytes over 16 symbols (it saves under 128
+ * bytes, but more than a third: kept). Each stored frame must be the very
+ * frame libzstd makes with those settings. */
+START_TEST(small_records_keep_a_huffman_table_only_where_it_pays)
+{
+    static const struct {
+        uint64_t n, symbols;
+        bool huffman;
+        size_t gain_lo, gain_hi; /* raw-literal frame minus Huffman frame */
+    } cases[] = {{300, 64, false, 1, 99}, {4000, 16, true, 1500, 2500}, {200, 16, true, 73, 127}};
+    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    char *path = zt_path("z");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "|u1", &opts));
+    uint64_t rng = 99;
+    uint8_t *logical[3];
+    size_t logical_len[3];
+    for (size_t k = 0; k < 3; k++) {
+        uint64_t n = cases[k].n;
+        logical_len[k] = 16 + n;
+        uint8_t *b = logical[k] = calloc(1, logical_len[k]);
+        ck_assert_ptr_nonnull(b);
+        b[0] = 1; /* the Ragged prefix: ndim 1, then dims[0] = n */
+        for (int i = 0; i < 8; i++)
+            b[8 + i] = (uint8_t)(n >> (8 * i));
+        for (uint64_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            b[16 + i] = (uint8_t)((rng >> 33) % cases[k].symbols);
+        }
+        const uint64_t shape = n;
+        zr_rec rec = {.data = b + 16, .shape = &shape, .ndim = 1};
+        ZR_OK_CALL(zr_append_ragged(s, "|u1", &rec, 1, NULL));
+    }
+    zr_close(s);
+    for (size_t k = 0; k < 3; k++) {
+        size_t hlen, rlen;
+        uint8_t *h = frame_of(logical[k], logical_len[k], true, &hlen);
+        uint8_t *r = frame_of(logical[k], logical_len[k], false, &rlen);
+        ck_assert_msg(rlen >= hlen + cases[k].gain_lo && rlen <= hlen + cases[k].gain_hi,
+                      "case %zu: the test data no longer gives the gain it is meant to (%zu)", k,
+                      rlen - hlen);
+        zt_loc l;
+        uint8_t *stored = stored_record(path, k, ZR_SEGMENT_ENTRIES, &l);
+        const uint8_t *want = cases[k].huffman ? h : r;
+        size_t want_len = cases[k].huffman ? hlen : rlen;
+        ck_assert_msg(l.phys == want_len, "case %zu: stored %u bytes, want %zu (%s literals)", k,
+                      l.phys, want_len, cases[k].huffman ? "Huffman" : "raw");
+        ck_assert_mem_eq(stored, want, want_len);
+        check_frame(path, k, ZR_SEGMENT_ENTRIES, NULL, 0, logical[k], logical_len[k]);
+        free(stored);
+        free(h);
+        free(r);
+        free(logical[k]);
+    }
     free(path);
 }
 END_TEST
@@ -445,6 +533,7 @@ Suite *suite_codec(void)
     tcase_add_loop_test(tc, codec_is_recorded_in_the_header, ZR_CODEC_RAW, ZR_CODEC_ZSTD_DICT + 1);
     tcase_add_test(tc, zstd_dense_records_are_frames_of_their_own);
     tcase_add_test(tc, zstd_ragged_records_frame_prefix_and_payload_together);
+    tcase_add_test(tc, small_records_keep_a_huffman_table_only_where_it_pays);
     tcase_add_loop_test(tc, dictionary_tiers_train_from_a_buffer, ZR_TIER_FAST, ZR_TIER_MAX + 1);
     tcase_add_test(tc, dictionary_trains_from_a_list_of_records);
     tcase_add_test(tc, dictionary_trains_from_an_open_store);
