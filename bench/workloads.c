@@ -568,7 +568,7 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     size_t dense_need = sz->tokens * TOK_BLOCK;
     /* A quick run reads only what it needs; the Ragged records average well
      * under 512 tokens, so the Dense need covers them too. */
-    size_t want = sz->tokens < 200000 ? dense_need : 0;
+    size_t want = sz->tokens < 100000 ? dense_need : 0;
     if (corpus_read(&c, want) != 0) {
         corpus_free(&c);
         return -1;

@@ -807,7 +807,7 @@ static void usage(FILE *to)
 int main(int argc, char **argv)
 {
     struct options opt = {
-        .dir = "/var/tmp", .passes = 5, .write_reps = 3, .seed = 20240601, .boost = true};
+        .dir = "/var/tmp", .passes = 3, .write_reps = 3, .seed = 20240601, .boost = true};
     bool passes_set = false, reps_set = false;
     static const struct option longopts[] = {
         {"quick", no_argument, NULL, 'q'},     {"only", required_argument, NULL, 'o'},
@@ -882,7 +882,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct sizes sz = {.images = 2500, .tokens = 200000, .vision_batches = 50, .token_batches = 100};
+    struct sizes sz = {.images = 1000, .tokens = 100000, .vision_batches = 24, .token_batches = 100};
     if (opt.quick)
         sz = (struct sizes){.images = 100, .tokens = 10000, .vision_batches = 10, .token_batches = 20};
 
