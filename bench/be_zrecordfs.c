@@ -8,11 +8,14 @@
  * files-raw loop (open, read, close per record on one thread), in the
  * default read-only mode: Dense records as plain files, Ragged records
  * with -o npy so that each file carries its shape. zrecordfs-gather-raw
- * and zrecordfs-gather-zstd use the .gather control file instead: one
- * descriptor held open, and per batch one write of the index list as
- * text and reads to end of file; the daemon gathers the batch with one
- * library call on the library's pool (all CPUs), so those rows state the
- * library's thread count.
+ * and zrecordfs-gather-zstd use the .gather control file instead, the way
+ * zrecordfs(1) tells a training loop to: one descriptor held open with
+ * O_DIRECT, and per batch one write of the index list as text and one
+ * read(2) into a page-aligned buffer as large as the largest planned
+ * batch, which returns the batch's length. The kernel sends the daemon
+ * all of the read's requests at once; the daemon gathers the batch with
+ * one library call on the library's pool (all CPUs), so those rows state
+ * the library's thread count.
  *
  * The driver is the fs/zrecordfs next to this program's build folder
  * (found through /proc/self/exe), or the one ZRBENCH_ZRECORDFS names.
@@ -81,13 +84,15 @@ static int zrfs_prepare(struct backend *b, const struct workload *w)
         return perfile_open(&z->pf, w, z->mnt);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/.gather", z->mnt);
-    z->fd = open(path, O_RDWR | O_CLOEXEC);
+    z->fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
     if (z->fd < 0) {
         fprintf(stderr, "zrbench: %s: %s\n", path, strerror(errno));
         return -1;
     }
     z->text = bench_xmalloc(w->batch * 24);
     z->cap = w->ragged ? bench_max_batch_bytes(w, wl_prefix(w)) : w->batch * w->width;
+    /* Whole pages for O_DIRECT, and more than any planned batch. */
+    z->cap = (z->cap + 4096) & ~(size_t)4095;
     z->buf = bench_batch_alloc(z->cap);
     return 0;
 }
@@ -117,27 +122,19 @@ static int gather_file(struct zrfs *z, const uint64_t *idx, size_t n, struct bat
         fprintf(stderr, "zrbench: .gather write: %s\n", strerror(errno));
         return -1;
     }
-    uint64_t got = 0;
-    for (;;) {
-        ssize_t k = read(z->fd, z->buf + got, z->cap - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            fprintf(stderr, "zrbench: .gather read: %s\n", strerror(errno));
-            return -1;
-        }
-        if (k == 0)
-            break;
-        got += (uint64_t)k;
-        if (got == z->cap) {
-            /* The answer fills the buffer: one more read must say end of
-             * file, or the answer is longer than any planned batch. */
-            char extra;
-            if (read(z->fd, &extra, 1) != 0)
-                return -1;
-            break;
-        }
+    /* One read of the whole batch: the buffer is larger than any planned
+     * batch, so a read that fills it is an answer longer than any. */
+    ssize_t nread;
+    do
+        nread = read(z->fd, z->buf, z->cap);
+    while (nread < 0 && errno == EINTR);
+    if (nread < 0) {
+        fprintf(stderr, "zrbench: .gather read: %s\n", strerror(errno));
+        return -1;
     }
+    uint64_t got = (uint64_t)nread;
+    if (got == z->cap)
+        return -1;
     o->buf = z->buf;
     if (!w->ragged)
         return got == n * w->width ? 0 : -1;
@@ -221,7 +218,7 @@ int be_zrecordfs_init(struct backend *b, enum backend_kind kind)
     if (z->gather)
         snprintf(b->note, sizeof b->note,
                  "zrecordfs mount of the %s store; per batch one write of the index list "
-                 "to .gather and reads to end of file; the daemon gathers on the library's pool",
+                 "to .gather and one O_DIRECT read of the batch; the daemon gathers on the library's pool",
                  zstd ? "zrecord-zstd" : "zrecord-raw");
     else
         snprintf(b->note, sizeof b->note,
