@@ -266,36 +266,43 @@ static size_t compress_with(ZSTD_CCtx *cctx, void *dst, size_t cap, const void *
 }
 
 /* Record r's frame, by the literal rule of codec.h, in one compression
- * for most records. A small record of ZR_LIT_HUFFMAN_FIRST bytes or more
- * is compressed with Huffman literals, and again with raw ones if its
- * table turns out to save too little. A smaller one is compressed with raw
- * literals first; only if those literals could repay a table is it
- * compressed with one too (into alt, ZR_LIT_ALT bytes), and the smaller
- * frame is kept if the difference pays. Against a dictionary the rule is
- * not needed: there the literals take the dictionary's table (zstd's
- * "repeat" mode), which the decoder does not build per frame. */
+ * for most records. Records of one store are alike, so each worker first
+ * tries what the last small record it compressed kept (*huffman). With a
+ * table first, the frame is made again with raw literals if its table
+ * turns out to save too little. With raw literals first, it is made again
+ * with a table (into alt, ZR_LIT_ALT bytes) only if those literals could
+ * repay one, and the smaller frame is kept if the difference pays.
+ * Against a dictionary the rule is not needed: there the literals take
+ * the dictionary's table (zstd's "repeat" mode), which the decoder does
+ * not build per frame. */
 static int compress_record(ZSTD_CCtx *cctx, bool dict, void *dst, size_t cap, const void *in,
-                           size_t size, uint64_t r, uint8_t *alt, size_t *z)
+                           size_t size, uint64_t r, uint8_t *alt, bool *huffman, size_t *z)
 {
     size_t n;
     if (size > ZR_LIT_SMALL || dict) {
         n = compress_with(cctx, dst, cap, in, size, false);
-    } else if (size >= ZR_LIT_HUFFMAN_FIRST) {
+    } else if (*huffman) {
         n = compress_with(cctx, dst, cap, in, size, false);
         size_t gain = ZSTD_isError(n) ? 0 : zr_frame_literal_gain(dst, n);
-        if (gain > 0 && !zr_literal_table_pays(gain, size))
-            n = compress_with(cctx, dst, cap, in, size, true);
+        if (!zr_literal_table_pays(gain, size)) {
+            *huffman = false;
+            if (gain > 0)
+                n = compress_with(cctx, dst, cap, in, size, true);
+        }
     } else {
         n = compress_with(cctx, dst, cap, in, size, true);
         const void *lit;
         size_t nlit = ZSTD_isError(n) ? 0 : zr_frame_raw_literals(dst, n, &lit);
-        if (nlit > 0 && zr_literal_table_pays(zr_literal_gain_bound(lit, nlit), size)) {
+        /* A table saves at most 7 bits of each literal's 8. */
+        if (nlit > 0 && zr_literal_table_pays(nlit - nlit / 8, size) &&
+            zr_literal_table_pays(zr_literal_gain_bound(lit, nlit), size)) {
             size_t m = compress_with(cctx, alt, ZR_LIT_ALT, in, size, false);
-            if (ZSTD_isError(m))
+            if (ZSTD_isError(m)) {
                 n = m;
-            else if (m < n && zr_literal_table_pays(n - m, size)) {
+            } else if (m < n && zr_literal_table_pays(n - m, size)) {
                 memcpy(dst, alt, m);
                 n = m;
+                *huffman = true;
             }
         }
     }
@@ -318,6 +325,7 @@ static void zstd_shard(void *arg, size_t k)
     uint8_t *stage = NULL, *alt = zr_malloc(ZR_LIT_ALT);
     size_t stage_cap = 0;
     struct group g = {0};
+    bool huffman = false; /* what the last small record kept (compress_record) */
     int rc = 0;
     if (!cctx || !alt) {
         set_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
@@ -378,7 +386,7 @@ static void zstd_shard(void *arg, size_t k)
         }
         size_t z = 0;
         if ((rc = compress_record(cctx, s->cdict != NULL, g.buf + g.used, g.cap - g.used, in, size,
-                                  r, alt, &z)) != 0)
+                                  r, alt, &huffman, &z)) != 0)
             break;
         if (z > s->chunk_cap) {
             rc = zr_err(ZR_ETOOBIG, "record %llu compresses to %zu bytes, more than a chunk",

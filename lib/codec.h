@@ -27,8 +27,6 @@
 #define ZR_LIT_MIN_GAIN 128
 #define ZR_LIT_MIN_SHARE 3
 #define ZR_LIT_ALT ZSTD_COMPRESSBOUND(ZR_LIT_SMALL)
-/* Records from this size are tried with a table first: most keep it. */
-#define ZR_LIT_HUFFMAN_FIRST 1024
 
 /* Take a context from the process-wide cache (or make one); NULL when out
  * of memory. Give it back with the matching put. */
