@@ -117,17 +117,15 @@ size_t zr_frame_raw_literals(const void *frame, size_t len, const void **lit)
     if ((p[pos] & 3) != 0)
         return 0;
     unsigned format = (p[pos] >> 2) & 3;
-    size_t head, n;
-    if (format == 0 || format == 2) {
-        head = 1;
+    size_t head = format == 1 ? 2 : format == 3 ? 3 : 1, n;
+    if (head > size)
+        return 0;
+    if (head == 1)
         n = p[pos] >> 3;
-    } else if (format == 1) {
-        head = 2;
+    else if (head == 2)
         n = (size_t)(p[pos] >> 4) | (size_t)p[pos + 1] << 4;
-    } else {
-        head = 3;
+    else
         n = (size_t)(p[pos] >> 4) | (size_t)p[pos + 1] << 4 | (size_t)p[pos + 2] << 12;
-    }
     if (head + n > size)
         return 0;
     *lit = p + pos + head;
