@@ -29,9 +29,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$quick" = 1 ]; then
-    n_vision=300 n_token=3000 n_ls=20000 gather_iters=5
+    n_vision=100 n_token=1000 n_ls=20000 gather_iters=5
 else
-    n_vision=2000 n_token=20000 n_ls=200000 gather_iters=20
+    n_vision=600 n_token=6000 n_ls=200000 gather_iters=20
 fi
 
 fsbench="$here/bench/fsbench"
@@ -254,7 +254,11 @@ done
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"
 machine="$machine $(free -g | awk '/^Mem:/ { print $2 }') GiB RAM, $(uname -r),"
 machine="$machine load $(cut -d' ' -f1-3 /proc/loadavg)"
-cmdline="bench/fsbench.sh$([ "$quick" = 1 ] && echo ' --quick') --reps $reps"
+# (An assignment takes the status of its last command substitution, so
+# none may end false under set -e.)
+cmdline="bench/fsbench.sh"
+[ "$quick" = 1 ] && cmdline="$cmdline --quick"
+cmdline="$cmdline --reps $reps"
 "$py" "$here/bench/fsbench-report.py" "$results" "$out" "$machine" "$cmdline" \
     "$n_vision" "$n_token" "$n_ls" "$gather_iters"
 cp "$results" "${out%.md}.tsv"

@@ -13,6 +13,7 @@
 #define FUSE_USE_VERSION 312
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,11 +132,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 /* Entries are produced on the fly from the offset: "." and ".." at 0 and
- * 1, file i at i + 2. */
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+ * 1, file i at i + 2. With plus (READDIRPLUS, which zrecordfs answers
+ * too), each file's entry carries its attributes, so `ls -l` needs no
+ * LOOKUP per name. */
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
-    (void)fi;
     struct ceiling *c = ceiling_of(req);
     if (ino != FUSE_ROOT_ID) {
         fuse_reply_err(req, ENOTDIR);
@@ -149,19 +150,25 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     size_t used = 0;
     for (unsigned long k = (unsigned long)off; k < c->count + 2; k++) {
         char name[24];
-        struct stat st;
-        memset(&st, 0, sizeof st);
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof e);
         if (k < 2) {
             snprintf(name, sizeof name, "%s", k == 0 ? "." : "..");
-            st.st_ino = FUSE_ROOT_ID;
-            st.st_mode = S_IFDIR;
+            e.attr.st_ino = FUSE_ROOT_ID;
+            e.attr.st_mode = S_IFDIR;
         } else {
             snprintf(name, sizeof name, "%lu", k - 2);
-            st.st_ino = k;
-            st.st_mode = S_IFREG;
+            e.ino = k;
+            e.attr_timeout = ceiling_timeout;
+            e.entry_timeout = ceiling_timeout;
+            fill_attr(c, k, &e.attr);
         }
-        size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-                                        (off_t)(k + 1));
+        /* "." and ".." carry no entry of their own (ino 0): the kernel
+         * neither looks them up nor counts a reference. */
+        size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+                                                    (off_t)(k + 1))
+                           : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+                                               (off_t)(k + 1));
         if (need > size - used)
             break;
         used += need;
@@ -170,12 +177,27 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    list_dir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)fi;
+    list_dir(req, ino, size, off, true);
+}
+
 static const struct fuse_lowlevel_ops ceiling_ops = {
     .lookup = op_lookup,
     .getattr = op_getattr,
     .open = op_open,
     .read = op_read,
     .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
 };
 
 int main(int argc, char **argv)

@@ -54,12 +54,12 @@ builds `bench/zrbench` (`make bench`; never part of `make check`) and runs it.
 **Workloads.** Batches of 256 indices drawn uniformly with replacement from
 a fixed seed; the same records and the same plan for every row.
 
-- *Dense vision*: 1,000 images of `(3, 224, 224)` uint8 (147 KiB each),
-  24 batches.
-- *Ragged vision*: 1,000 images of `(3, H, W)` uint8, H and W independently
-  `round(224 * exp(0.4 N(0,1)))` clipped to 64..512, 24 batches.
-- *Dense tokens*: 100,000 records of `int32[512]` (2 KiB each), 100 batches.
-- *Ragged tokens*: 100,000 `int32` records of 16..512 tokens, 100 batches.
+- *Dense vision*: 500 images of `(3, 224, 224)` uint8 (147 KiB each, 72
+  MiB in all: more than twice the 32 MiB last-level cache), 16 batches.
+- *Ragged vision*: 500 images of `(3, H, W)` uint8, H and W independently
+  `round(224 * exp(0.4 N(0,1)))` clipped to 64..512, 16 batches.
+- *Dense tokens*: 50,000 records of `int32[512]` (2 KiB each), 50 batches.
+- *Ragged tokens*: 50,000 `int32` records of 16..512 tokens, 50 batches.
 
 The images come from one smooth spatial model, deterministic from the seed:
 a luminance field of four plane waves (2 to 10 grey levels, at most one
@@ -77,7 +77,7 @@ token is a run of ASCII letters, digits and non-ASCII bytes, or one ASCII
 punctuation character; its id is its frequency rank in the corpus (0 the
 most common, ties by first appearance), so the ids follow the text's
 Zipf-like law. Dense blocks pack the token stream into 512-token records,
-ignoring text boundaries; if the stream is shorter than 100,000 blocks it
+ignoring text boundaries; if the stream is shorter than 50,000 blocks it
 is reused from its start, and the table's note says how often. Ragged
 records keep paragraphs (a blank line or a man-page paragraph or section
 macro ends one), join fragments shorter than 16 tokens to the next and

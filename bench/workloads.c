@@ -566,10 +566,9 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
 {
     struct corpus c = {0};
     size_t dense_need = sz->tokens * TOK_BLOCK;
-    /* A quick run reads only what it needs; the Ragged records average well
+    /* Read only what the records need; the Ragged records average well
      * under 512 tokens, so the Dense need covers them too. */
-    size_t want = sz->tokens < 100000 ? dense_need : 0;
-    if (corpus_read(&c, want) != 0) {
+    if (corpus_read(&c, dense_need) != 0) {
         corpus_free(&c);
         return -1;
     }
