@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$quick" = 1 ]; then
-    n_vision=100 n_token=1000 n_ls=20000 gather_iters=5
+    n_vision=60 n_token=600 n_ls=5000 gather_iters=3
 else
     n_vision=600 n_token=6000 n_ls=200000 gather_iters=20
 fi
@@ -247,6 +247,18 @@ for w in vision token; do
             gather_line "zrfs-$s-mt" "$a_mt"
             gather_line "lib-$s" "$b"
         done
+    done
+    # What FUSE itself allows such a read: fuse_ceiling serving one file
+    # of a batch's size from memory, read the same way (O_DIRECT, one
+    # read of the whole file), on the same loop.
+    size=$(stat -c %s "$work/$w.files/0")
+    for r in $(seq "$reps"); do
+        unmount
+        "$ceiling" $loop -o "count=1,size=$((256 * size))" "$mnt"; mounted=1
+        "$fsbench" direct "$mnt/0" $((256 * size)) "$iters" |
+            awk -v w="$w" -v sz="$size" '{ printf "%s\tceiling\tgather\t%.0f\t%s\n", w, $8 * 1048576 / sz, $8 }' \
+            >>"$results"
+        unmount
     done
 done
 
