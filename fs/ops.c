@@ -617,6 +617,8 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
             reply_record(req, &d, size, off);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0) {
         struct zfs_rec *r;
+        if (off == 0)
+            zfs_rec_ahead(fs, t.st, t.slot - ZFS_RECORD_SLOT0);
         rc = zfs_rec_get(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &r);
         if (rc == 0) {
             reply_record(req, r, size, off);
@@ -657,8 +659,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             zfs_rec_put(h->rec);
             h->rec = NULL;
         }
-        if (!h->rec)
+        if (!h->rec) {
+            zfs_rec_ahead(fs, h->st, h->index);
             rc = zfs_rec_get(fs, h->st, h->index, &h->rec);
+        }
         if (rc == -ENOENT)
             rc = -ESTALE; /* deleted while open */
         if (rc == 0) {

@@ -350,3 +350,96 @@ void zfs_rec_cache_clear(void)
     }
     pthread_mutex_unlock(&cache_mu);
 }
+
+/* ---- Read-ahead ------------------------------------------------------- */
+
+/*
+ * A tool that reads a folder's files in order (cp -r, tar, a checksum of
+ * every file) asks for record i + 1 right after record i, and between the
+ * two its requests make several round trips through the kernel (LOOKUP,
+ * OPEN, READ, RELEASE). Decoding record i + 1 on a thread of its own in
+ * the meantime takes the decode off the reader's path, into the cache,
+ * where the reader's load finds it ready (or waits for the decode under
+ * way instead of repeating it). One record ahead is enough while a decode
+ * takes less time than those round trips, and the thread only takes the
+ * newest request: an older one is a record the reader has passed.
+ */
+static pthread_mutex_t ahead_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ahead_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t ahead_thread;
+static bool ahead_running, ahead_stopping, ahead_pending;
+static struct zfs_fs *ahead_fs;
+static struct zfs_store *ahead_st;
+static uint64_t ahead_index;
+
+void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
+{
+    uint64_t prev = atomic_exchange(&st->next_read, i + 1);
+    if (prev != i || !st->zs || st->direct)
+        return;
+    pthread_mutex_lock(&ahead_mu);
+    if (ahead_running && !ahead_stopping) {
+        ahead_fs = fs;
+        ahead_st = st;
+        ahead_index = i + 1;
+        ahead_pending = true;
+        pthread_cond_signal(&ahead_cv);
+    }
+    pthread_mutex_unlock(&ahead_mu);
+}
+
+static void *ahead_worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ahead_mu);
+    for (;;) {
+        while (!ahead_pending && !ahead_stopping)
+            pthread_cond_wait(&ahead_cv, &ahead_mu);
+        if (ahead_stopping)
+            break;
+        struct zfs_fs *fs = ahead_fs;
+        struct zfs_store *st = ahead_st;
+        uint64_t i = ahead_index;
+        ahead_pending = false;
+        pthread_mutex_unlock(&ahead_mu);
+        /* Past the end there is nothing to decode, and a failed load
+         * would take a cache slot from a record that is there. */
+        pthread_rwlock_rdlock(&st->lock);
+        bool inside = i < zr_len(st->zs);
+        pthread_rwlock_unlock(&st->lock);
+        struct zfs_rec *r;
+        if (inside && zfs_rec_get(fs, st, i, &r) == 0)
+            zfs_rec_put(r); /* the cache keeps its own reference */
+        pthread_mutex_lock(&ahead_mu);
+    }
+    pthread_mutex_unlock(&ahead_mu);
+    return NULL;
+}
+
+int zfs_ahead_start(void)
+{
+    pthread_mutex_lock(&ahead_mu);
+    ahead_stopping = false;
+    ahead_pending = false;
+    int rc = pthread_create(&ahead_thread, NULL, ahead_worker, NULL);
+    ahead_running = rc == 0;
+    pthread_mutex_unlock(&ahead_mu);
+    return -rc;
+}
+
+void zfs_ahead_stop(void)
+{
+    pthread_mutex_lock(&ahead_mu);
+    if (!ahead_running) {
+        pthread_mutex_unlock(&ahead_mu);
+        return;
+    }
+    ahead_stopping = true;
+    pthread_cond_broadcast(&ahead_cv);
+    pthread_mutex_unlock(&ahead_mu);
+    pthread_join(ahead_thread, NULL);
+    pthread_mutex_lock(&ahead_mu);
+    ahead_running = false;
+    ahead_pending = false;
+    pthread_mutex_unlock(&ahead_mu);
+}

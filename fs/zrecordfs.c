@@ -207,16 +207,19 @@ int main(int argc, char *argv[])
         fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the notification thread\n");
         goto out;
     }
+    if (zfs_ahead_start() != 0)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the read-ahead thread\n");
 
-    /* On two CPUs that are busy with other work (a training job), the
-     * single-threaded loop serves a reader of raw record files 1.5 to 2.3
-     * times faster: the multi-threaded loop hands each request to
-     * whichever thread wakes, often on the core the reader needs, and the
-     * reader, the daemon and the kernel then trade two cores among three.
-     * On an idle machine the multi-threaded loop wins by 1.2 to 1.9 times;
-     * the default is the loop that holds up under load (zrecordfs(1), -s
-     * and -o mt).
-     * Gathers still run on the library's own pool. */
+    /* On two CPUs beside one or two busy processes (a training job), the
+     * single-threaded loop served one reader of record files 1.03 to 2.6
+     * times faster in every case bench/loopbench.sh measured: the
+     * multi-threaded loop hands each request to another thread, and the
+     * reader, the daemon and the kernel then trade two cores among more.
+     * On an idle machine the multi-threaded loop won most cases by up to
+     * 1.6 times (an idle virtual CPU halts, and waking one goes through
+     * the host). The default is the loop that holds up under load
+     * (zrecordfs(1), -s and -o mt). Gathers still run on the library's
+     * own pool. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool single = opts.singlethread || (!fs.cfg.mt && cpus > 0 && cpus <= 2);
     int rc;
@@ -238,6 +241,7 @@ int main(int argc, char *argv[])
     ret = rc == 0 ? 0 : 1;
 out:
     zfs_replies_stop();
+    zfs_ahead_stop();
     zfs_notify_stop();
     fuse_loop_cfg_destroy(loop_cfg);
     if (mounted)

@@ -92,6 +92,9 @@ struct zfs_store {
      * never served after it. */
     _Atomic uint64_t gen;
     struct zfs_sizes sizes;
+    /* One past the record a reader last asked to load (0: none yet): a
+     * read of the record after it starts the read-ahead (record.c). */
+    _Atomic uint64_t next_read;
     pthread_mutex_t ctl_mu;  /* guards the two texts below */
     char *stats_json;        /* the .stats text, built on first use */
     size_t stats_len;
@@ -228,6 +231,15 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
 void zfs_rec_store_changed(struct zfs_store *st);
 void zfs_sizes_free(struct zfs_sizes *z);
 void zfs_rec_cache_clear(void);
+/* A reader is about to read record i of st (a decoded store): when it read
+ * record i - 1 just before, decode record i + 1 on the read-ahead thread
+ * into the cache, so that a tool reading the files in order finds it
+ * ready. Cheap, never blocks on a decode. */
+void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
+/* The read-ahead thread: started after daemonizing, stopped before the
+ * stores are freed. Without it zfs_rec_ahead does nothing. */
+int zfs_ahead_start(void);
+void zfs_ahead_stop(void);
 
 /* ---- ctl.c ---- */
 
