@@ -31,7 +31,7 @@ done
 if [ "$quick" = 1 ]; then
     n_vision=60 n_token=600 n_ls=5000 gather_iters=3
 else
-    n_vision=600 n_token=6000 n_ls=200000 gather_iters=20
+    n_vision=600 n_token=3000 n_ls=200000 gather_iters=20
 fi
 
 fsbench="$here/bench/fsbench"
@@ -81,7 +81,9 @@ results="$work/results.tsv"
 # this disk 50,000 64-byte files took 198 s to write back and 32 s to
 # delete, against 10 s and 3 s empty (minutes of writeback that would
 # overlap the measurements).
-echo "fsbench: building data in $work" >&2
+# Progress on stderr, with the seconds since the start.
+say() { echo "fsbench: [${SECONDS} s] $*" >&2; }
+say "building data in $work"
 "$py" - "$work" "$n_vision" "$n_token" "$n_ls" <<'EOF'
 import os, sys
 import numpy as np
@@ -170,7 +172,7 @@ for w in vision token; do
     done
     unmount
 done
-echo "fsbench: every record validated through every mount" >&2
+say "every record validated through every mount"
 
 # --- reads ------------------------------------------------------------------
 # One line per measurement: workload case metric files/s MiB/s.
@@ -184,7 +186,7 @@ for r in $(seq "$reps"); do
     for w in vision token; do
         n=$(eval echo "\$n_$w")
         for c in $cases; do
-            echo "fsbench: rep $r $w $c" >&2
+            say "rep $r $w $c"
             mount_case "$w" "$c"
             measure "$w" "$c" first "$dir" "$n"
             measure "$w" "$c" warm "$dir" "$n"
@@ -197,6 +199,7 @@ for r in $(seq "$reps"); do
 done
 
 # --- ls -l ------------------------------------------------------------------
+say "ls -l of $n_ls records"
 # The plain folder is listed warm (its inodes cached, as after any earlier
 # use); zrecordfs is listed right after mounting (first) and again (warm).
 timed_ls() {
@@ -222,6 +225,7 @@ done
 [ "$(ls "$mnt" | wc -l)" = 0 ] || { echo "fsbench: $mnt is not empty after the last unmount" >&2; exit 1; }
 
 # --- .gather vs the library's gather ------------------------------------------
+say ".gather"
 # Each batch through .gather three ways: opened with O_DIRECT and read in
 # one read(2) (the default loop, and -o mt), and the stream way (no
 # O_DIRECT, 1 MiB reads to end of file); then the library's gather.
@@ -279,4 +283,4 @@ cmdline="$cmdline --reps $reps"
 "$py" "$here/bench/fsbench-report.py" "$results" "$out" "$machine" "$cmdline" \
     "$n_vision" "$n_token" "$n_ls" "$gather_iters"
 cp "$results" "${out%.md}.tsv"
-echo "fsbench: wrote $out" >&2
+say "wrote $out"

@@ -887,7 +887,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct sizes sz = {.images = 500, .tokens = 50000, .vision_batches = 16, .token_batches = 50};
+    struct sizes sz = {.images = 500, .tokens = 30000, .vision_batches = 12, .token_batches = 30};
     if (opt.quick)
         sz = (struct sizes){.images = 40, .tokens = 4000, .vision_batches = 4, .token_batches = 10};
 
