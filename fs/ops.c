@@ -612,6 +612,8 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
         free(text);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0 && t.st->direct) {
         struct zfs_rec d;
+        if (off == 0)
+            zfs_rec_ahead(fs, t.st, t.slot - ZFS_RECORD_SLOT0);
         rc = zfs_rec_span(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &d);
         if (rc == 0)
             reply_record(req, &d, size, off);
@@ -646,6 +648,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (h->st->direct) {
             /* Served from the mapping: no decode, no per-handle state. */
             struct zfs_rec d;
+            if (off == 0)
+                zfs_rec_ahead(fs, h->st, h->index);
             rc = zfs_rec_span(fs, h->st, h->index, &d);
             if (rc == 0)
                 reply_record(req, &d, size, off);

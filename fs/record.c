@@ -27,6 +27,8 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "fs/zrfs.h"
@@ -360,9 +362,13 @@ void zfs_rec_cache_clear(void)
  * OPEN, READ, RELEASE). Decoding record i + 1 on a thread of its own in
  * the meantime takes the decode off the reader's path, into the cache,
  * where the reader's load finds it ready (or waits for the decode under
- * way instead of repeating it). One record ahead is enough while a decode
- * takes less time than those round trips, and the thread only takes the
- * newest request: an older one is a record the reader has passed.
+ * way instead of repeating it). A raw store served from the mapping has
+ * nothing to decode, but a first read of it waits for the disk on the
+ * loop's thread, inside the kernel's copy out of the mapping; there the
+ * thread faults the next record's pages in instead. One record ahead is
+ * enough while that work takes less time than the round trips, and the
+ * thread only takes the newest request: an older one is a record the
+ * reader has passed.
  */
 static pthread_mutex_t ahead_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ahead_cv = PTHREAD_COND_INITIALIZER;
@@ -375,7 +381,7 @@ static uint64_t ahead_index;
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
 {
     uint64_t prev = atomic_exchange(&st->next_read, i + 1);
-    if (prev != i || !st->zs || st->direct)
+    if (prev != i || !st->zs)
         return;
     pthread_mutex_lock(&ahead_mu);
     if (ahead_running && !ahead_stopping) {
@@ -386,6 +392,20 @@ void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
         pthread_cond_signal(&ahead_cv);
     }
     pthread_mutex_unlock(&ahead_mu);
+}
+
+/* A raw store's record i, read from the disk into the page cache and
+ * mapped here, so that the kernel's copy out of the mapping for the
+ * reader's request does not wait for the disk on the loop's thread. */
+static void populate(struct zfs_store *st, uint64_t i)
+{
+    const void *p;
+    uint64_t size;
+    if (zr_record_span(st->zs, i, &p, &size) != 0 || size == 0)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1), b = (uintptr_t)p + (uintptr_t)size;
+    madvise((void *)a, b - a, MADV_POPULATE_READ);
 }
 
 static void *ahead_worker(void *arg)
@@ -408,7 +428,9 @@ static void *ahead_worker(void *arg)
         bool inside = i < zr_len(st->zs);
         pthread_rwlock_unlock(&st->lock);
         struct zfs_rec *r;
-        if (inside && zfs_rec_get(fs, st, i, &r) == 0)
+        if (inside && st->direct)
+            populate(st, i);
+        else if (inside && zfs_rec_get(fs, st, i, &r) == 0)
             zfs_rec_put(r); /* the cache keeps its own reference */
         pthread_mutex_lock(&ahead_mu);
     }

@@ -231,10 +231,11 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
 void zfs_rec_store_changed(struct zfs_store *st);
 void zfs_sizes_free(struct zfs_sizes *z);
 void zfs_rec_cache_clear(void);
-/* A reader is about to read record i of st (a decoded store): when it read
- * record i - 1 just before, decode record i + 1 on the read-ahead thread
- * into the cache, so that a tool reading the files in order finds it
- * ready. Cheap, never blocks on a decode. */
+/* A reader is about to read record i of st: when it read record i - 1
+ * just before, have the read-ahead thread decode record i + 1 into the
+ * cache (a raw store on a read-only mount: fault its pages of the mapping
+ * in), so that a tool reading the files in order finds it ready. Cheap,
+ * never blocks on a decode or the disk. */
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
 /* The read-ahead thread: started after daemonizing, stopped before the
  * stores are freed. Without it zfs_rec_ahead does nothing. */
