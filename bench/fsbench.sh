@@ -92,19 +92,16 @@ say "building data in $work"
 # caches, as root, lets the creates reuse those inodes.
 sync
 { echo 1 >/proc/sys/vm/drop_caches; } 2>/dev/null || true
-"$py" - "$work" "$n_vision" "$n_token" "$n_ls" <<'EOF'
+"$py" - "$here/bench" "$work" "$n_vision" "$n_token" "$n_ls" <<'EOF'
 import os, sys
 import numpy as np
-work, nv, nt, nl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-rng = np.random.default_rng(7)
-y, x = np.mgrid[0:224, 0:224].astype(np.float32)
-def vision(i):
-    a, b, c = rng.uniform(0.01, 0.08, 3)
-    img = [127 + 120 * np.sin(a * x + b * y + c * i + k) for k in range(3)]
-    return np.clip(np.stack(img), 0, 255).astype(np.uint8)
+sys.path.insert(0, sys.argv[1])
+from fsdata import records
+work, nv, nt, nl = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+images, tokens = records(nv, nt)
 sets = {
-    "vision": np.stack([vision(i) for i in range(nv)]),
-    "token": rng.integers(0, 50000, size=(nt, 512), dtype=np.int32),
+    "vision": images,
+    "token": tokens,
     "ls": np.arange(nl * 16, dtype=np.int32).reshape(nl, 16),
 }
 for name, arr in sets.items():

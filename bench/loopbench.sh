@@ -45,18 +45,14 @@ trap 'exit 130' INT TERM
 
 # The records of fsbench.sh at a smaller count: 300 smooth uint8 images of
 # 3x224x224 (147 KiB) and 6,000 int32[512] token blocks (2 KiB).
-/usr/bin/python3 - "$work" <<'EOF'
+/usr/bin/python3 - "$here/bench" "$work" <<'EOF'
 import os, sys
 import numpy as np
-work = sys.argv[1]
-rng = np.random.default_rng(7)
-y, x = np.mgrid[0:224, 0:224].astype(np.float32)
-def vision(i):
-    a, b, c = rng.uniform(0.01, 0.08, 3)
-    img = [127 + 120 * np.sin(a * x + b * y + c * i + k) for k in range(3)]
-    return np.clip(np.stack(img), 0, 255).astype(np.uint8)
-np.save(os.path.join(work, "vision.npy"), np.stack([vision(i) for i in range(300)]))
-np.save(os.path.join(work, "token.npy"), rng.integers(0, 50000, size=(6000, 512), dtype=np.int32))
+sys.path.insert(0, sys.argv[1])
+from fsdata import records
+images, tokens = records(300, 6000)
+np.save(os.path.join(sys.argv[2], "vision.npy"), images)
+np.save(os.path.join(sys.argv[2], "token.npy"), tokens)
 EOF
 for w in vision token; do
     for c in raw zstd; do
