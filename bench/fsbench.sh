@@ -81,9 +81,11 @@ results="$work/results.tsv"
 # this disk 50,000 64-byte files took 198 s to write back and 32 s to
 # delete, against 10 s and 3 s empty (minutes of writeback that would
 # overlap the measurements).
+
 # Progress on stderr, with the seconds since the start.
 say() { echo "fsbench: [${SECONDS} s] $*" >&2; }
 say "building data in $work"
+
 # On an ext4 without a journal (as here) a new file skips every inode
 # deleted in the last minutes whose inode table block is still cached,
 # one lookup each: after the store benchmark's deletions, the 200,000

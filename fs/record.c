@@ -27,9 +27,9 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <string.h>
 
 #include "fs/zrfs.h"
 
