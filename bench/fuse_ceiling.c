@@ -4,11 +4,14 @@
  * bytes long, whose bytes all come from one buffer in memory, and answers
  * every request with the same choices zrecordfs makes on a read-only
  * mount (long entry and attribute timeouts, keep_cache on open, and under
- * -o noopen an ENOSYS answer to OPEN). Whatever it reaches is therefore
- * the cost of FUSE itself on this machine, the ceiling any driver that
- * does real work can approach but not pass.
+ * -o noopen an ENOSYS answer to OPEN), on the same loop (-s: zrecordfs's
+ * one-thread loop of fs/loop.c, polling -o spin=USEC as zrecordfs does).
+ * Whatever it reaches is therefore the cost of FUSE itself on this
+ * machine, the ceiling any driver that does real work can approach but
+ * not pass.
  *
- * usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen] MOUNTPOINT
+ * usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen][,spin=USEC]
+ *        MOUNTPOINT
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
@@ -21,10 +24,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/loop.h"
+
 struct ceiling {
     unsigned long count;
     unsigned long size;
     int noopen;
+    unsigned spin;
     char *data;
 };
 
@@ -32,6 +38,7 @@ static const struct fuse_opt ceiling_opts[] = {
     {"count=%lu", offsetof(struct ceiling, count), 0},
     {"size=%lu", offsetof(struct ceiling, size), 0},
     {"noopen", offsetof(struct ceiling, noopen), 1},
+    {"spin=%u", offsetof(struct ceiling, spin), 0},
     FUSE_OPT_END,
 };
 
@@ -204,7 +211,7 @@ int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct fuse_cmdline_opts opts;
-    struct ceiling c = {0};
+    struct ceiling c = {.spin = ZFS_SPIN_DEFAULT_US};
     struct fuse_session *se = NULL;
     int rc = 1;
 
@@ -213,7 +220,7 @@ int main(int argc, char **argv)
         fuse_parse_cmdline(&args, &opts) != 0)
         goto out;
     if (!opts.mountpoint || c.count == 0 || c.size == 0) {
-        fprintf(stderr, "usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen] "
+        fprintf(stderr, "usage: fuse_ceiling [-f] [-s] -o count=N,size=BYTES[,noopen][,spin=USEC] "
                         "MOUNTPOINT\n");
         goto out;
     }
@@ -232,7 +239,7 @@ int main(int argc, char **argv)
      * mount as soon as this command returns. */
     fuse_daemonize(opts.foreground);
     if (opts.singlethread) {
-        rc = fuse_session_loop(se) != 0;
+        rc = zfs_loop(se, c.spin) != 0;
     } else {
         struct fuse_loop_config *cfg = fuse_loop_cfg_create();
         if (!cfg) {

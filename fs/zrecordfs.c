@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fs/loop.h"
 #include "fs/zrfs.h"
 
 static const struct fuse_opt opt_spec[] = {
@@ -30,6 +31,7 @@ static const struct fuse_opt opt_spec[] = {
     {"noopen", offsetof(struct zfs_config, noopen), 1},
     {"ext=%s", offsetof(struct zfs_config, ext), 0},
     {"mt", offsetof(struct zfs_config, mt), 1},
+    {"spin=%s", offsetof(struct zfs_config, spin_arg), 0},
     FUSE_OPT_END,
 };
 
@@ -62,7 +64,9 @@ static void usage(void)
            "                           .gather (read-only mounts only)\n"
            "    -o mt                  the multi-threaded loop even on 2 CPUs or fewer\n"
            "                           (it is the default above 2; -s: one thread)\n"
-           "\n");
+           "    -o spin=USEC           the one-thread loop polls for the next request\n"
+           "                           this long before it sleeps (default %u; 0: never)\n"
+           "\n", ZFS_SPIN_DEFAULT_US);
 }
 
 static void syslog_func(enum fuse_log_level level, const char *fmt, va_list ap)
@@ -80,6 +84,18 @@ static int settle_options(struct zfs_config *cfg)
     if (cfg->npy && cfg->ext) {
         fprintf(stderr, "zrecordfs: -o npy names records N.npy; it cannot be used with -o ext\n");
         return -1;
+    }
+    cfg->spin = ZFS_SPIN_DEFAULT_US;
+    if (cfg->spin_arg) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(cfg->spin_arg, &end, 10);
+        if (errno || end == cfg->spin_arg || *end || cfg->spin_arg[0] == '-' || v > ZFS_SPIN_MAX_US) {
+            fprintf(stderr, "zrecordfs: -o spin=%s: give the microseconds to poll, 0 to %u\n",
+                    cfg->spin_arg, ZFS_SPIN_MAX_US);
+            return -1;
+        }
+        cfg->spin = (unsigned)v;
     }
     if (cfg->ext) {
         size_t len = strlen(cfg->ext);
@@ -228,7 +244,7 @@ int main(int argc, char *argv[])
          * once while the reader sleeps, go to both cores (replies.c). */
         if (cpus > 1 && zfs_replies_start((unsigned)cpus) != 0)
             fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the reply threads\n");
-        rc = fuse_session_loop(se);
+        rc = zfs_loop(se, fs.cfg.spin);
     } else {
         if (!(loop_cfg = fuse_loop_cfg_create()))
             goto out;
@@ -255,6 +271,7 @@ out:
     free(opts.mountpoint);
     free(fs.cfg.root);
     free(fs.cfg.ext);
+    free(fs.cfg.spin_arg);
     fuse_opt_free_args(&args);
     return ret;
 }

@@ -51,6 +51,8 @@ struct zfs_config {
     int npy;          /* -o npy: records are complete NPY files */
     int noopen;       /* -o noopen: OPEN answered with ENOSYS */
     int mt;           /* -o mt: the multi-threaded loop on any machine */
+    char *spin_arg;   /* -o spin=USEC as given, or NULL */
+    unsigned spin;    /* microseconds the one-thread loop polls (loop.c) */
     int foreground;
     int debug;
     char *ext;        /* suffix of record names; "" for none */

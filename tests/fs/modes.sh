@@ -3,7 +3,8 @@
 # files that numpy.load reads back as the appended arrays; -o ext=SUFFIX
 # names records with a suffix; -o noopen serves the same bytes without
 # OPEN round trips and has no .gather; -o mt serves them from libfuse's
-# multi-threaded loop.
+# multi-threaded loop, -s from the polling one-thread loop (-o spin=0:
+# without polling).
 . "$(dirname "$0")/lib.sh"
 
 make_tree
@@ -54,11 +55,27 @@ $CHECK gather_direct "$m" "$tmp/exp" $STORES
 unmount_fs "$m" "$pid"
 ok "-o mt"
 
-# Options that do not go together are refused before anything is mounted.
+# -s: the one-thread loop, which polls for the next request (fs/loop.c),
+# whatever the number of CPUs; and that loop with -o spin=0, which never
+# polls (libfuse's own loop). Both serve parallel readers and .gather.
+for spin in "" "-o spin=0"; do
+    m="$tmp/single"
+    mount_fs "$m" -s $spin "$tmp/tree"
+    pid=$DAEMON
+    $CHECK records "$m" "$tmp/exp" 4 $STORES
+    $CHECK gather "$m" "$tmp/exp" $STORES
+    $CHECK gather_direct "$m" "$tmp/exp" $STORES
+    unmount_fs "$m" "$pid"
+    ok "-s $spin"
+done
+
+# Options that do not go together, or values out of range, are refused
+# before anything is mounted.
 mkdir -p "$tmp/x"
-for opts in "-o noopen,rw" "-o npy,ext=.png" "-o ext=1x" "-o ext=a/b"; do
+for opts in "-o noopen,rw" "-o npy,ext=.png" "-o ext=1x" "-o ext=a/b" \
+    "-o spin=" "-o spin=x" "-o spin=-1" "-o spin=100001" "-o spin=5us"; do
     if "$ZRFS" $opts "$tmp/tree" "$tmp/x" 2> "$tmp/err"; then fail "zrecordfs $opts mounted"; fi
     [ -s "$tmp/err" ] || fail "zrecordfs $opts gave no message"
     ! mountpoint -q "$tmp/x" || fail "zrecordfs $opts left a mount"
 done
-ok "conflicting options are refused with a message"
+ok "conflicting options and bad values are refused with a message"
