@@ -270,6 +270,7 @@ int be_files_init(struct backend *b, enum backend_kind kind)
     b->name = "files-raw";
     b->threads = 1;
     b->write_once = true;
+    b->many_files = true;
     b->ops = &files_ops;
     snprintf(b->note, sizeof b->note,
              "one file per record on the local disk (Ragged: an .npy file each), "

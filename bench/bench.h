@@ -90,6 +90,8 @@ struct backend {
     bool in_ram;          /* a limit: the footprint is RAM, not disk */
     bool write_once;      /* too slow to write more than once */
     bool no_write;        /* its "write" copies another row's store: not a rate */
+    bool many_files;      /* its write creates a file per record (zrbench drops the
+                           * clean caches first, see fresh_inodes) */
     const struct backend_ops *ops;
     void *state;
     const char *dir;      /* its folder (stores live here) */

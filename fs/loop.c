@@ -20,13 +20,15 @@
  * Polling only pays while a CPU would otherwise stand idle. Beside a busy
  * process (a training job) the wake-ups are cheap, since no CPU halts,
  * and a polling daemon takes CPU time from the reader and from that
- * process: there a loop that always polled served 25-50% fewer files. So
- * the loop yields its CPU between polls (a task woken on that CPU, such as
- * the reader itself, runs at once), and it watches how much CPU time it
- * got while it polled: when other tasks took more than half a millisecond
- * of it, its CPU is wanted, and the loop sleeps between requests for a
- * while (10 ms, doubling while that goes on, up to 1 s) before it polls
- * again. With one CPU there is nothing to gain, and the loop never polls.
+ * process: there a loop that always polled served 25-50% fewer files.
+ * So the loop polls only while the other runnable tasks leave a CPU idle
+ * (it counts them in /proc/loadavg every 10 ms); it yields its CPU
+ * between polls, so that a task woken there, such as the reader itself,
+ * runs at once; and when other tasks still took more than half a
+ * millisecond of its CPU during one wait, it stops polling for a while
+ * (10 ms, doubling while that goes on, up to 1 s). When it does not poll
+ * it waits in a blocking read, as libfuse's own loop does. With one CPU
+ * there is nothing to gain, and the loop never polls.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +36,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +48,8 @@
 /* CPU time others may take from one polling episode before the loop
  * concludes that its CPU is wanted. */
 #define LOST_MAX_NS UINT64_C(500000)
+/* How often the loop counts the runnable tasks. */
+#define COUNT_EVERY_NS UINT64_C(10000000)
 
 static uint64_t ns_of(clockid_t clock)
 {
@@ -54,18 +59,57 @@ static uint64_t ns_of(clockid_t clock)
 }
 
 /* One polling episode runs from the end of a request to the next one (or
- * to the end of the spin time); resume is when the loop may poll again. */
+ * to the end of the spin time); resume is when the loop may poll again.
+ * The device is non-blocking only while the loop polls: any other wait is
+ * the plain blocking read of libfuse's loop, which costs no more than it. */
 struct pacing {
     uint64_t spin, resume, backoff, last_lost;
     uint64_t wall0, cpu0; /* the clocks when this episode began */
     bool polling;
+    int fd, flags;        /* the device and its flags without O_NONBLOCK */
+    bool nonblock;        /* whether the device is non-blocking now */
+    int loadavg;          /* /proc/loadavg, or -1 */
+    long cpus;
+    uint64_t next_count;  /* when to count the runnable tasks again */
+    bool crowded;         /* at the last count, no CPU was left idle */
 };
+
+/* Whether the other runnable tasks fill every CPU, so that a poll could
+ * only take time from them. The fourth field of /proc/loadavg counts the
+ * runnable tasks now, this thread among them. */
+static bool count_crowded(const struct pacing *p)
+{
+    char text[128];
+    ssize_t n = p->loadavg < 0 ? -1 : pread(p->loadavg, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    long running;
+    if (sscanf(text, "%*s %*s %*s %ld/", &running) != 1)
+        return false;
+    return running - 1 >= p->cpus;
+}
+
+/* Make reads of the device return at once (nonblock) or wait. */
+static void set_nonblock(struct pacing *p, bool nonblock)
+{
+    if (nonblock == p->nonblock)
+        return;
+    if (fcntl(p->fd, F_SETFL, nonblock ? p->flags | O_NONBLOCK : p->flags) == 0)
+        p->nonblock = nonblock;
+}
 
 static void episode_begin(struct pacing *p)
 {
     p->wall0 = ns_of(CLOCK_MONOTONIC);
-    p->cpu0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
-    p->polling = p->wall0 >= p->resume;
+    if (p->wall0 >= p->next_count) {
+        p->crowded = count_crowded(p);
+        p->next_count = p->wall0 + COUNT_EVERY_NS;
+    }
+    p->polling = p->wall0 >= p->resume && !p->crowded;
+    if (p->polling)
+        p->cpu0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
+    set_nonblock(p, p->polling);
 }
 
 /* Close an episode: the wall time it took that this thread did not run
@@ -90,15 +134,25 @@ static void episode_end(struct pacing *p)
 int zfs_loop(struct fuse_session *se, unsigned spin_us)
 {
     int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
-    if (spin_us == 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2 || fl < 0 ||
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (spin_us == 0 || cpus < 2 || fl < 0)
         return fuse_session_loop(se);
 
     struct fuse_buf buf = {.mem = NULL};
-    struct pacing p = {.spin = (uint64_t)spin_us * 1000, .backoff = BACKOFF_MIN_NS};
+    struct pacing p = {
+        .spin = (uint64_t)spin_us * 1000,
+        .backoff = BACKOFF_MIN_NS,
+        .fd = fd,
+        .flags = fl & ~O_NONBLOCK,
+        .nonblock = (fl & O_NONBLOCK) != 0,
+        .loadavg = open("/proc/loadavg", O_RDONLY | O_CLOEXEC),
+        .cpus = cpus,
+    };
     episode_begin(&p);
     int res = 0;
     while (!fuse_session_exited(se)) {
+        /* Blocking, this returns a request, 0 once the file system is
+         * unmounted or told to exit, or -EINTR on a signal. */
         res = fuse_session_receive_buf(se, &buf);
         if (res == -EINTR)
             continue;
@@ -108,23 +162,20 @@ int zfs_loop(struct fuse_session *se, unsigned spin_us)
                 continue;
             }
             episode_end(&p);
-            /* Sleep until a request comes, the device closes (poll then
-             * reports an error, and the read after it ENODEV), or a
-             * signal arrives. */
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            if (poll(&pfd, 1, -1) < 0 && errno != EINTR) {
-                res = -errno;
-                break;
-            }
+            set_nonblock(&p, false);
+            if (p.nonblock) /* the device would not change: wait in poll */
+                poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1);
             continue;
         }
-        if (res <= 0) /* 0: unmounted or told to exit */
+        if (res <= 0)
             break;
         episode_end(&p);
         fuse_session_process_buf(se, &buf);
         episode_begin(&p);
     }
     free(buf.mem);
+    if (p.loadavg >= 0)
+        close(p.loadavg);
     fuse_session_reset(se);
     return res == -EAGAIN || res == -EINTR || res > 0 ? 0 : res;
 }
