@@ -22,7 +22,8 @@
  * and a polling daemon takes CPU time from the reader and from that
  * process: there a loop that always polled served 25-50% fewer files.
  * So the loop polls only while the other runnable tasks leave a CPU idle
- * (it counts them in /proc/loadavg every 10 ms); it yields its CPU
+ * (it counts them in /proc/loadavg every 10 ms) and the daemon's own
+ * helper threads (read-ahead, replies) have no work; it yields its CPU
  * between polls, so that a task woken there, such as the reader itself,
  * runs at once; and when other tasks still took more than half a
  * millisecond of its CPU during one wait, it stops polling for a while
@@ -50,6 +51,8 @@
 #define LOST_MAX_NS UINT64_C(500000)
 /* How often the loop counts the runnable tasks. */
 #define COUNT_EVERY_NS UINT64_C(10000000)
+
+atomic_uint zfs_loop_helpers;
 
 static uint64_t ns_of(clockid_t clock)
 {
@@ -106,7 +109,7 @@ static void episode_begin(struct pacing *p)
         p->crowded = count_crowded(p);
         p->next_count = p->wall0 + COUNT_EVERY_NS;
     }
-    p->polling = p->wall0 >= p->resume && !p->crowded;
+    p->polling = p->wall0 >= p->resume && !p->crowded && atomic_load(&zfs_loop_helpers) == 0;
     if (p->polling)
         p->cpu0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
     set_nonblock(p, p->polling);
@@ -157,7 +160,8 @@ int zfs_loop(struct fuse_session *se, unsigned spin_us)
         if (res == -EINTR)
             continue;
         if (res == -EAGAIN) {
-            if (p.polling && ns_of(CLOCK_MONOTONIC) - p.wall0 < p.spin) {
+            if (p.polling && ns_of(CLOCK_MONOTONIC) - p.wall0 < p.spin &&
+                atomic_load(&zfs_loop_helpers) == 0) {
                 sched_yield();
                 continue;
             }

@@ -9,11 +9,17 @@
 #define FUSE_USE_VERSION 312
 #endif
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 
 /* Microseconds the loop keeps asking for the next request before it
  * sleeps (-o spin=USEC), and the largest value accepted. */
 #define ZFS_SPIN_DEFAULT_US 300u
 #define ZFS_SPIN_MAX_US 100000u
+
+/* The daemon's other threads (read-ahead, replies) count themselves here
+ * while they work: the loop does not poll meanwhile, as it would take
+ * their CPU. */
+extern atomic_uint zfs_loop_helpers;
 
 /* Serve se on the calling thread until it is unmounted or told to exit,
  * as fuse_session_loop does. After each request the loop keeps polling

@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fs/loop.h"
 #include "fs/zrfs.h"
 
 /* Decoded records kept for requests without a handle. */
@@ -388,6 +389,10 @@ void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
         ahead_fs = fs;
         ahead_st = st;
         ahead_index = i + 1;
+        /* Busy from now on, not from when the thread wakes up: the
+         * loop should not poll in between (loop.c). */
+        if (!ahead_pending)
+            atomic_fetch_add(&zfs_loop_helpers, 1);
         ahead_pending = true;
         pthread_cond_signal(&ahead_cv);
     }
@@ -432,6 +437,7 @@ static void *ahead_worker(void *arg)
             populate(st, i);
         else if (inside && zfs_rec_get(fs, st, i, &r) == 0)
             zfs_rec_put(r); /* the cache keeps its own reference */
+        atomic_fetch_sub(&zfs_loop_helpers, 1);
         pthread_mutex_lock(&ahead_mu);
     }
     pthread_mutex_unlock(&ahead_mu);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/loop.h"
 #include "fs/zrfs.h"
 
 /* At most this many threads, whatever the number of CPUs: more only
@@ -47,8 +48,10 @@ static pthread_t threads[MAX_THREADS];
 
 static void send_job(struct job *j)
 {
+    atomic_fetch_add(&zfs_loop_helpers, 1);
     fuse_reply_iov(j->req, j->iov, j->cnt);
     j->done(j->arg);
+    atomic_fetch_sub(&zfs_loop_helpers, 1);
     free(j);
 }
 
