@@ -12,15 +12,16 @@
  * host, about 150-200 us, where the request itself takes a few. So after
  * each request this loop keeps reading the device without blocking for
  * up to spin microseconds; a reader that comes back within that time
- * finds the daemon awake. Measured with fuse_ceiling on an idle machine
- * (bench/loopbench.sh has the record-file figures): 2,300 warm 2 KiB
- * reads a second became 5,300-7,100, and 1,800 warm 147 KiB reads
- * 2,500-4,000.
+ * finds the daemon awake. Measured by bench/loopbench.sh on the idle
+ * two-CPU machine (doc/loop-benchmarks.md): warm reads of 2 KiB record
+ * files went from 1,950 to 4,700-5,000 a second, of 147 KiB ones from
+ * 1,700-1,900 to 2,800.
  *
  * Polling only pays while a CPU would otherwise stand idle. Beside a busy
  * process (a training job) the wake-ups are cheap, since no CPU halts,
  * and a polling daemon takes CPU time from the reader and from that
- * process: there a loop that always polled served 25-50% fewer files.
+ * process: there a loop that always polled served 25-45% fewer files
+ * (fuse_ceiling beside one busy process).
  * So the loop polls only while the other runnable tasks leave a CPU idle
  * (it counts them in /proc/loadavg every 10 ms) and the daemon's own
  * helper threads (read-ahead, replies) have no work; it yields its CPU

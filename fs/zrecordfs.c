@@ -226,16 +226,14 @@ int main(int argc, char *argv[])
     if (zfs_ahead_start() != 0)
         fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the read-ahead thread\n");
 
-    /* On two CPUs beside one or two busy processes (a training job), the
-     * single-threaded loop served one reader of record files 1.03 to 2.6
-     * times faster in every case bench/loopbench.sh measured: the
-     * multi-threaded loop hands each request to another thread, and the
-     * reader, the daemon and the kernel then trade two cores among more.
-     * On an idle machine the multi-threaded loop won most cases by up to
-     * 1.6 times (an idle virtual CPU halts, and waking one goes through
-     * the host). The default is the loop that holds up under load
-     * (zrecordfs(1), -s and -o mt). Gathers still run on the library's
-     * own pool. */
+    /* On two CPUs the one-thread loop, polling for the next request
+     * before it sleeps (loop.c), served one reader of record files 1.03
+     * to 1.62 times faster than the multi-threaded loop in 11 of 12 cases
+     * bench/loopbench.sh measured on the idle machine, and in 17 of 24
+     * beside one or two busy processes: the multi-threaded loop hands
+     * each request to another thread, and the reader, the daemon and the
+     * kernel then trade two cores among more (zrecordfs(1), -s and
+     * -o spin). Gathers still run on the library's own pool. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool single = opts.singlethread || (!fs.cfg.mt && cpus > 0 && cpus <= 2);
     int rc;
