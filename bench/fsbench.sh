@@ -160,7 +160,8 @@ mount_case() {
 cases="plain sqfs-none sqfs-zstd zrfs-raw zrfs-zstd zrfs-raw-noopen zrfs-zstd-noopen
        zrfs-raw-mt zrfs-zstd-mt ceiling ceiling-noopen"
 # fuse_ceiling runs the loop zrecordfs chooses by default: one thread on
-# two CPUs or fewer, libfuse's multi-threaded loop above.
+# two CPUs or fewer (fs/loop.c, polling as zrecordfs does), libfuse's
+# multi-threaded loop above.
 loop=""
 [ "$(nproc)" -le 2 ] && loop=-s
 
