@@ -389,10 +389,6 @@ void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
         ahead_fs = fs;
         ahead_st = st;
         ahead_index = i + 1;
-        /* Busy from now on, not from when the thread wakes up: the
-         * loop should not poll in between (loop.c). */
-        if (!ahead_pending)
-            atomic_fetch_add(&zfs_loop_helpers, 1);
         ahead_pending = true;
         pthread_cond_signal(&ahead_cv);
     }
@@ -433,11 +429,15 @@ static void *ahead_worker(void *arg)
         bool inside = i < zr_len(st->zs);
         pthread_rwlock_unlock(&st->lock);
         struct zfs_rec *r;
-        if (inside && st->direct)
-            populate(st, i);
-        else if (inside && zfs_rec_get(fs, st, i, &r) == 0)
-            zfs_rec_put(r); /* the cache keeps its own reference */
-        atomic_fetch_sub(&zfs_loop_helpers, 1);
+        if (inside && st->direct) {
+            populate(st, i); /* mostly waiting for the disk, not the CPU */
+        } else if (inside) {
+            /* Decoding takes a CPU: the loop does not poll meanwhile. */
+            atomic_fetch_add(&zfs_loop_helpers, 1);
+            if (zfs_rec_get(fs, st, i, &r) == 0)
+                zfs_rec_put(r); /* the cache keeps its own reference */
+            atomic_fetch_sub(&zfs_loop_helpers, 1);
+        }
         pthread_mutex_lock(&ahead_mu);
     }
     pthread_mutex_unlock(&ahead_mu);
