@@ -16,9 +16,9 @@
 #define ZFS_SPIN_DEFAULT_US 300u
 #define ZFS_SPIN_MAX_US 100000u
 
-/* The daemon's other threads (read-ahead, replies) count themselves here
- * while they work: the loop does not poll meanwhile, as it would take
- * their CPU. */
+/* The daemon's other threads count themselves here while they use a CPU
+ * (the read-ahead thread decoding, the reply threads copying): the loop
+ * does not poll meanwhile, as it would take that CPU from them. */
 extern atomic_uint zfs_loop_helpers;
 
 /* Serve se on the calling thread until it is unmounted or told to exit,
