@@ -44,29 +44,20 @@ opens=$(grep -c "opcode: OPEN " "$m.log" || true)
 [ "$opens" -eq 1 ] || fail "-o noopen: $opens OPEN requests reached the daemon"
 ok "-o noopen"
 
-# -o mt: libfuse's multi-threaded loop (the default above two CPUs) serves
-# the same bytes to parallel readers, .gather included.
-m="$tmp/mt"
-mount_fs "$m" -o mt "$tmp/tree"
-pid=$DAEMON
-$CHECK records "$m" "$tmp/exp" 4 $STORES
-$CHECK gather "$m" "$tmp/exp" $STORES
-$CHECK gather_direct "$m" "$tmp/exp" $STORES
-unmount_fs "$m" "$pid"
-ok "-o mt"
-
-# -s: the one-thread loop, which polls for the next request (fs/loop.c),
-# whatever the number of CPUs; and that loop with -o spin=0, which never
-# polls (libfuse's own loop). Both serve parallel readers and .gather.
-for spin in "" "-o spin=0"; do
-    m="$tmp/single"
-    mount_fs "$m" -s $spin "$tmp/tree"
+# The loops: -o mt, libfuse's multi-threaded loop (the default above two
+# CPUs); -s, the one-thread loop, which polls for the next request
+# (fs/loop.c), whatever the number of CPUs; and that loop with -o spin=0,
+# which never polls (libfuse's own loop). Each serves the same bytes to
+# parallel readers, .gather included.
+for loop in "-o mt" "-s" "-s -o spin=0"; do
+    m="$tmp/loop"
+    mount_fs "$m" $loop "$tmp/tree"
     pid=$DAEMON
     $CHECK records "$m" "$tmp/exp" 4 $STORES
     $CHECK gather "$m" "$tmp/exp" $STORES
     $CHECK gather_direct "$m" "$tmp/exp" $STORES
     unmount_fs "$m" "$pid"
-    ok "-s $spin"
+    ok "$loop"
 done
 
 # Options that do not go together, or values out of range, are refused
