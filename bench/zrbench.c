@@ -239,9 +239,8 @@ static void settle(const char *dir)
  * (50,000 token files: 0.2 MiB/s). Before such a write, dirty pages are
  * written and the clean caches dropped (as root; otherwise nothing
  * happens), so that the creates reuse those inodes as on a fresh disk. */
-static void fresh_inodes(const char *dir)
+static void fresh_inodes(void)
 {
-    settle(dir);
     sync();
     FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
     if (f) {
@@ -460,7 +459,7 @@ static int run_workload(const struct options *opt, const struct workload *w, con
         for (int k = 0; k < reps; k++) {
             rmtree(b->dir);
             if (b->many_files)
-                fresh_inodes(wdir);
+                fresh_inodes();
             else
                 settle(wdir);
             progress("%s: %s, %d thread%s: write %d/%d", w->name, b->name, b->threads,
