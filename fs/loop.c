@@ -25,9 +25,9 @@
  * So the loop polls only while the other runnable tasks leave a CPU idle
  * (it counts them in /proc/loadavg every 10 ms) and the daemon's own
  * helper threads have no CPU work (the read-ahead thread decoding a
- * record, the reply threads copying a .gather answer); it yields its CPU
- * between polls, so that a task woken there, such as the reader itself,
- * runs at once; and when other tasks still took more than half a
+ * large record, the reply threads copying a .gather answer); it yields
+ * its CPU between polls, so that a task woken there, such as the reader
+ * itself, runs at once; and when other tasks still took more than half a
  * millisecond of its CPU during one wait, it stops polling for a while
  * (10 ms, doubling while that goes on, up to 1 s). When it does not poll
  * it waits in a blocking read, as libfuse's own loop does. With one CPU

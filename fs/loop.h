@@ -17,8 +17,9 @@
 #define ZFS_SPIN_MAX_US 100000u
 
 /* The daemon's other threads count themselves here while they use a CPU
- * (the read-ahead thread decoding, the reply threads copying): the loop
- * does not poll meanwhile, as it would take that CPU from them. */
+ * (the read-ahead thread decoding a large record, the reply threads
+ * copying): the loop does not poll meanwhile, as it would take that CPU
+ * from them. */
 extern atomic_uint zfs_loop_helpers;
 
 /* Serve se on the calling thread until it is unmounted or told to exit,

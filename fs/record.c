@@ -371,6 +371,11 @@ void zfs_rec_cache_clear(void)
  * thread only takes the newest request: an older one is a record the
  * reader has passed.
  */
+/* Records at least this large take tens of microseconds or more to
+ * decode. The size is the width for Dense and, for Ragged, whose decoded
+ * size only the record itself holds, the stored size (a lower bound). */
+#define AHEAD_HEAVY_BYTES ((uint64_t)32 << 10)
+
 static pthread_mutex_t ahead_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ahead_cv = PTHREAD_COND_INITIALIZER;
 static pthread_t ahead_thread;
@@ -427,16 +432,24 @@ static void *ahead_worker(void *arg)
          * would take a cache slot from a record that is there. */
         pthread_rwlock_rdlock(&st->lock);
         bool inside = i < zr_len(st->zs);
+        uint64_t bytes = st->width;
+        if (inside && st->kind != ZR_DENSE && zr_ragged_sizes(st->zs, &i, 1, &bytes) != 0)
+            inside = false; /* the reader's own load reports it */
         pthread_rwlock_unlock(&st->lock);
         struct zfs_rec *r;
         if (inside && st->direct) {
             populate(st, i); /* mostly waiting for the disk, not the CPU */
         } else if (inside) {
-            /* Decoding takes a CPU: the loop does not poll meanwhile. */
-            atomic_fetch_add(&zfs_loop_helpers, 1);
+            /* A long decode takes a CPU: the loop does not poll meanwhile.
+             * A short one is over before polling beside it costs much,
+             * and the reader's next request comes sooner than a wake-up. */
+            bool heavy = bytes >= AHEAD_HEAVY_BYTES;
+            if (heavy)
+                atomic_fetch_add(&zfs_loop_helpers, 1);
             if (zfs_rec_get(fs, st, i, &r) == 0)
                 zfs_rec_put(r); /* the cache keeps its own reference */
-            atomic_fetch_sub(&zfs_loop_helpers, 1);
+            if (heavy)
+                atomic_fetch_sub(&zfs_loop_helpers, 1);
         }
         pthread_mutex_lock(&ahead_mu);
     }
