@@ -271,15 +271,24 @@ for w in vision token; do
     done
     # What FUSE itself allows such a read: fuse_ceiling serving one file
     # of a batch's size from memory, read the same way (O_DIRECT, one
-    # read of the whole file), on the same loop.
+    # read of the whole file), on the same loop and on libfuse's
+    # multi-threaded one (its threads copy replies in parallel, as
+    # zrecordfs's reply threads do under the one-thread loop).
     size=$(stat -c %s "$work/$w.files/0")
     for r in $(seq "$reps"); do
-        unmount
-        "$ceiling" $loop -o "count=1,size=$((256 * size))" "$mnt"; mounted=1
-        "$fsbench" direct "$mnt/0" $((256 * size)) "$iters" |
-            awk -v w="$w" -v sz="$size" '{ printf "%s\tceiling\tgather\t%.0f\t%s\n", w, $8 * 1048576 / sz, $8 }' \
-            >>"$results"
-        unmount
+        for c in ceiling ceiling-mt; do
+            unmount
+            if [ "$c" = ceiling ]; then
+                "$ceiling" $loop -o "count=1,size=$((256 * size))" "$mnt"
+            else
+                "$ceiling" -o "count=1,size=$((256 * size))" "$mnt"
+            fi
+            mounted=1
+            "$fsbench" direct "$mnt/0" $((256 * size)) "$iters" |
+                awk -v w="$w" -v c="$c" -v sz="$size" \
+                    '{ printf "%s\t%s\tgather\t%.0f\t%s\n", w, c, $8 * 1048576 / sz, $8 }' >>"$results"
+            unmount
+        done
     done
 done
 

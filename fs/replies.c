@@ -10,9 +10,9 @@
  * machines measured (doc/fs-benchmarks.md). On the single-threaded loop,
  * the default on two CPUs or fewer, those copies would run one after
  * another on one core while the other idles, so the loop hands each such
- * reply to these threads and goes back for the next request; everything
- * else stays on the loop, whose one thread keeps serving a reader of
- * small files best. Under the multi-threaded loop the threads that take
+ * reply but the one that ends the batch (ctl.c) to these threads and goes
+ * back for the next request; everything else stays on the loop, whose
+ * one thread keeps serving a reader of small files best. Under the multi-threaded loop the threads that take
  * the requests already copy in parallel, and none of these is started.
  *
  * A reply is a list of pieces that must stay valid until it is sent; the
