@@ -14,7 +14,7 @@
  *    uint8 3x224x224 store (raw and zstd), batch 256, depth 2 and 4,
  *    against the plainest possible loop doing the same work on the calling
  *    thread (zr_sampler_batch, then zr_gather_dense into one reused
- *    buffer). The loader's job is to cost nothing over that loop, so the
+ *    buffer, and into two in turn). The loader's job is to cost nothing over that loop, so the
  *    ratio between the two is the number that matters. The process's peak
  *    resident size is reported after each loader so it can be held against
  *    the batch buffers the loader keeps in flight.
@@ -163,45 +163,49 @@ static int write_store(const char *path, int codec)
 }
 
 /* The baseline: what a caller would write without the loader. */
-static int bench_plain(zr_store *s, const char *codec)
-{
+struct plain {
+    zr_store *s;
     zr_sampler sm;
-    uint64_t width = zr_record_width(s);
+    uint64_t step;
+};
+
+/* One repetition of the plain loop gathering into nbuf buffers in turn:
+ * batches per second. The buffers are made for it and freed after it, so
+ * that they are not counted in the loaders' resident sizes; one untimed
+ * pass over them first faults them in. */
+static int plain_rep(struct plain *p, unsigned nbuf, double *bps)
+{
+    const size_t bytes = LOADER_BATCH * (size_t)zr_record_width(p->s);
     uint64_t *idx = malloc(LOADER_BATCH * sizeof *idx);
-    void *dst = malloc(LOADER_BATCH * width);
-    int rc = idx && dst ? zr_sampler_init(&sm, zr_len(s), LOADER_BATCH, ZR_IID, 0, 0, 1)
-                        : ZR_ENOMEM;
-    double bps[LOADER_REPS];
-    uint64_t step = 0;
-    for (int r = -1; rc == 0 && r < LOADER_REPS; r++) {
-        double t0 = now_ns(), t = t0;
-        unsigned k = 0;
-        for (; rc == 0 && t - t0 < LOADER_REP_NS; k++, step++, t = now_ns()) {
-            rc = zr_sampler_batch(&sm, step, idx);
+    char *dst = malloc(nbuf * bytes);
+    int rc = idx && dst ? 0 : ZR_ENOMEM;
+    double t0 = 0, t = 0;
+    unsigned k = 0;
+    for (int warm = 1; rc == 0 && warm >= 0; warm--) {
+        t0 = t = now_ns();
+        for (k = 0; rc == 0 && (warm ? k < nbuf : t - t0 < LOADER_REP_NS);
+             k++, p->step++, t = now_ns()) {
+            rc = zr_sampler_batch(&p->sm, p->step, idx);
             if (rc == 0)
-                rc = zr_gather_dense(s, idx, LOADER_BATCH, dst);
+                rc = zr_gather_dense(p->s, idx, LOADER_BATCH, dst + (k % nbuf) * bytes);
         }
-        /* Repetition -1 only warms the page cache and the thread pool. */
-        if (r >= 0)
-            bps[r] = k / ((t - t0) / 1e9);
     }
     free(idx);
     free(dst);
-    if (rc != 0)
-        return fail("plain loop", rc);
-    printf("plain %s %.3f %ld\n", codec, median(bps, LOADER_REPS), peak_rss_kib());
-    return 0;
+    *bps = k / ((t - t0) / 1e9);
+    return rc == 0 ? 0 : fail("plain loop", rc);
 }
 
-static int bench_loader(zr_store *s, const char *codec, unsigned depth)
+/* One repetition of a fresh loader of this depth, after one untimed
+ * repetition that fills its ring and faults its buffers in; anon and file
+ * are raised to the resident sizes sampled while its workers still run. */
+static int loader_rep(zr_store *s, unsigned depth, double *bps, long *anon, long *file)
 {
     zr_loader_opts opts = {.mode = ZR_IID, .batch = LOADER_BATCH, .depth = depth};
     const char *names[1] = {"image"};
     zr_loader *ld = NULL;
-    double bps[LOADER_REPS];
-    long anon = 0, file = 0, a, f;
     int rc = zr_loader_create(&ld, &s, names, 1, &opts);
-    for (int r = -1; rc == 0 && r < LOADER_REPS; r++) {
+    for (int r = -1; rc == 0 && r < 1; r++) {
         double t0 = now_ns(), t = t0;
         unsigned k = 0;
         for (; rc == 0 && t - t0 < LOADER_REP_NS; k++, t = now_ns()) {
@@ -209,18 +213,56 @@ static int bench_loader(zr_store *s, const char *codec, unsigned depth)
             rc = zr_loader_next(ld, &b);
             zr_batch_release(b);
         }
-        if (r >= 0)
-            bps[r] = k / ((t - t0) / 1e9);
-        /* Sampled while the loader's workers are still filling buffers. */
+        *bps = k / ((t - t0) / 1e9);
+        long a, f;
         current_rss_kib(&a, &f);
-        anon = a > anon ? a : anon;
-        file = f > file ? f : file;
+        *anon = a > *anon ? a : *anon;
+        *file = f > *file ? f : *file;
     }
     zr_loader_destroy(ld);
+    return rc == 0 ? 0 : fail("loader", rc);
+}
+
+/* The plain loop (one buffer, and two in turn) and the loaders of depth 2
+ * and 4, one repetition each per round, so that a slow spell of the shared
+ * machine falls on all of them alike rather than on whichever ran then.
+ * Peak RSS is taken in the first round, right after each one first ran.
+ *
+ * The plain loop with two buffers is what a caller needs to keep one batch
+ * while it gathers the next, as the loader does: the loader's batches
+ * rotate through at least two buffers. With one buffer, part of it is
+ * still in the CPU's caches when the next gather writes it again. */
+static int bench_loader_rounds(zr_store *s, const char *codec)
+{
+    static const unsigned depths[2] = {2, 4};
+    struct plain p = {.s = s};
+    double plain_bps[LOADER_REPS], plain2_bps[LOADER_REPS], ld_bps[2][LOADER_REPS], warm;
+    long plain_rss = 0, ld_rss[2] = {0, 0}, anon[2] = {0, 0}, file[2] = {0, 0};
+    int rc = zr_sampler_init(&p.sm, zr_len(s), LOADER_BATCH, ZR_IID, 0, 0, 1);
     if (rc != 0)
-        return fail("loader", rc);
-    printf("loader %s %u %.3f %ld %ld %ld\n", codec, depth, median(bps, LOADER_REPS),
-           peak_rss_kib(), anon, file);
+        return fail("zr_sampler_init", rc);
+    /* Untimed: warms the page cache and the thread pool. */
+    if (rc == 0)
+        rc = plain_rep(&p, 1, &warm);
+    for (int r = 0; rc == 0 && r < LOADER_REPS; r++) {
+        rc = plain_rep(&p, 1, &plain_bps[r]);
+        if (r == 0)
+            plain_rss = peak_rss_kib();
+        if (rc == 0)
+            rc = plain_rep(&p, 2, &plain2_bps[r]);
+        for (int d = 0; rc == 0 && d < 2; d++) {
+            rc = loader_rep(s, depths[d], &ld_bps[d][r], &anon[d], &file[d]);
+            if (r == 0)
+                ld_rss[d] = peak_rss_kib();
+        }
+    }
+    if (rc != 0)
+        return rc;
+    printf("plain %s %.3f %ld\n", codec, median(plain_bps, LOADER_REPS), plain_rss);
+    printf("plain2 %s %.3f\n", codec, median(plain2_bps, LOADER_REPS));
+    for (int d = 0; d < 2; d++)
+        printf("loader %s %u %.3f %ld %ld %ld\n", codec, depths[d], median(ld_bps[d], LOADER_REPS),
+               ld_rss[d], anon[d], file[d]);
     return 0;
 }
 
@@ -259,11 +301,7 @@ static int bench_loaders(void)
         if (status == 0)
             printf("rss_written %s %ld\n", codecs[c].name, peak_rss_kib());
         if (status == 0)
-            status = bench_plain(s, codecs[c].name);
-        if (status == 0)
-            status = bench_loader(s, codecs[c].name, 2);
-        if (status == 0)
-            status = bench_loader(s, codecs[c].name, 4);
+            status = bench_loader_rounds(s, codecs[c].name);
         zr_close(s);
     }
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);

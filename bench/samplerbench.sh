@@ -36,6 +36,7 @@ awk -v nproc="$(nproc)" -v cpu="$cpu" -v load="$load" '
 $1 == "sampler" { s[$2, $3] = $4 }
 $1 == "numpy"   { np[$3] = $4 }
 $1 == "plain"   { plain[$2] = $3 }
+$1 == "plain2"  { plain2[$2] = $3 }
 $1 == "loader"  { ld[$2, $3] = $4; rss[$2, $3] = $5; anon[$2, $3] = $6; file[$2, $3] = $7 }
 $1 == "rss_start" { rss0 = $2 }
 END {
@@ -70,11 +71,18 @@ END {
     print "and read with a warm page cache; batch 256 (36.75 MiB), iid sampling, no"
     print "transform, one worker thread. The plain loop is zr_sampler_batch followed by"
     print "zr_gather_dense into one reused buffer on the calling thread; the ratio is"
-    print "loader / plain (the target is at least 0.9). Each repetition runs for at"
-    print "least half a second after one warm-up repetition."
+    print "loader / plain (the target is at least 0.9). *plain, 2 buffers* is the same"
+    print "loop gathering into two buffers in turn, as a caller must do to keep one"
+    print "batch while the next is gathered; the batches of the loader rotate through"
+    print "at least two buffers too. With one buffer, part of it is still in the CPU"
+    print "caches when the next gather writes it again. Each round runs one repetition"
+    print "of each plain loop and of a fresh loader of each depth, in that order; each"
+    print "repetition runs for at least half a second, after one untimed repetition"
+    print "for each loader and one untimed pass over the buffers of each plain loop."
     print ""
-    print "Memory: peak RSS is getrusage ru_maxrss after that loader has run. It is"
-    print "the peak of the whole process so far (raw runs first, then zstd), and it"
+    print "Memory: peak RSS is getrusage ru_maxrss after that loader first ran (in the"
+    print "first round). It is the peak of the whole process so far (raw runs first,"
+    print "then zstd; in each round depth 2 before depth 4), and it"
     print "counts the store chunk pages the library maps (the raw store is 143 MiB),"
     print "which the kernel may drop at will. The anonymous and file-backed resident"
     print "sizes (RssAnon, RssFile from /proc/self/status, largest sample taken after"
@@ -82,13 +90,13 @@ END {
     print "memory the loader owns is (depth + 1) x 37 MiB + 64 MiB."
     printf "Peak RSS before any store was written: %.1f MiB.\n", rss0 / 1024
     print ""
-    print "| codec | plain | depth | loader | ratio | peak RSS (MiB) | anon (MiB) | file (MiB) | bound (MiB) |"
-    print "|-------|------:|------:|-------:|------:|---------------:|-----------:|-----------:|------------:|"
+    print "| codec | plain | plain, 2 buffers | depth | loader | ratio | ratio to 2 buffers | peak RSS (MiB) | anon (MiB) | file (MiB) | bound (MiB) |"
+    print "|-------|------:|------:|------:|-------:|------:|------:|---------------:|-----------:|-----------:|------------:|"
     split("raw zstd", C, " ")
     split("2 4", D, " ")
     for (i = 1; i <= 2; i++)
         for (j = 1; j <= 2; j++) {
             c = C[i]; d = D[j]
-            printf "| %s | %.2f | %s | %.2f | %.2f | %.1f | %.1f | %.1f | %d |\n", c, plain[c], d, ld[c, d], ld[c, d] / plain[c], rss[c, d] / 1024, anon[c, d] / 1024, file[c, d] / 1024, (d + 1) * 37 + 64
+            printf "| %s | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %d |\n", c, plain[c], plain2[c], d, ld[c, d], ld[c, d] / plain[c], ld[c, d] / plain2[c], rss[c, d] / 1024, anon[c, d] / 1024, file[c, d] / 1024, (d + 1) * 37 + 64
         }
 }' "$out"
