@@ -97,6 +97,9 @@ struct zfs_store {
     /* One past the record a reader last asked to load (0: none yet): a
      * read of the record after it starts the read-ahead (record.c). */
     _Atomic uint64_t next_read;
+    /* The window of a raw store's records the read-ahead last asked the
+     * disk for: [ra_until - ra_count, ra_until). Read-ahead thread only. */
+    uint64_t ra_until, ra_count;
     pthread_mutex_t ctl_mu;  /* guards the two texts below */
     char *stats_json;        /* the .stats text, built on first use */
     size_t stats_len;
