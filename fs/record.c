@@ -471,7 +471,8 @@ static void ahead_one(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     pthread_rwlock_rdlock(&st->lock);
     bool inside = i < zr_len(st->zs);
     uint64_t bytes = st->width;
-    if (inside && st->kind != ZR_DENSE && zr_ragged_sizes(st->zs, &i, 1, &bytes) != 0)
+    if (inside && !st->direct && st->kind != ZR_DENSE &&
+        zr_ragged_sizes(st->zs, &i, 1, &bytes) != 0)
         inside = false; /* the reader's own load reports it */
     pthread_rwlock_unlock(&st->lock);
     struct zfs_rec *r;
@@ -522,7 +523,6 @@ static void *ahead_worker(void *arg)
     pthread_mutex_unlock(&ahead_mu);
     return NULL;
 }
-
 
 int zfs_ahead_start(void)
 {

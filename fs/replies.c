@@ -12,8 +12,9 @@
  * another on one core while the other idles, so the loop hands each such
  * reply but the one that ends the batch (ctl.c) to these threads and goes
  * back for the next request; everything else stays on the loop, whose
- * one thread keeps serving a reader of small files best. Under the multi-threaded loop the threads that take
- * the requests already copy in parallel, and none of these is started.
+ * one thread keeps serving a reader of small files best. Under the
+ * multi-threaded loop the threads that take the requests already copy in
+ * parallel, and none of these is started.
  *
  * A reply is a list of pieces that must stay valid until it is sent; the
  * caller's callback then runs on the thread that sent it, to let them go.
