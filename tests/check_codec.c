@@ -529,6 +529,119 @@ START_TEST(compressed_records_never_straddle_chunks)
 }
 END_TEST
 
+/* The bytes of Ragged record i of stream seed (shape prefix and payload),
+ * as a gather writes them; *len receives their count. */
+static uint8_t *ragged_bytes(const char *dtype, uint64_t seed, uint64_t i, uint32_t maxndim,
+                             uint64_t maxdim, uint64_t *len)
+{
+    zt_ragged *r = zt_ragged_gen(dtype, seed, i, 1, maxndim, maxdim);
+    uint32_t nd = r->recs[0].ndim;
+    *len = 8 * (1 + (uint64_t)nd) + r->nbytes[0];
+    uint8_t *b = malloc(*len);
+    ck_assert_ptr_nonnull(b);
+    uint64_t v = nd;
+    memcpy(b, &v, 8); /* the tests run on little-endian hosts only */
+    for (uint32_t d = 0; d < nd; d++)
+        memcpy(b + 8 + 8 * d, &r->shapes[0][d], 8);
+    memcpy(b + 8 * (1 + (uint64_t)nd), r->data[0], r->nbytes[0]);
+    zt_ragged_free(r);
+    return b;
+}
+
+/* A compressed gather decodes small records with room to spare after
+ * them when the next record of the batch follows (lib/gather.c). Whatever
+ * the layout, it must write exactly the records: records back to back in
+ * request order, back to back in the reverse order, and one at a time into
+ * buffers of exactly their size, with guard bytes all around. The records
+ * run from 12 bytes to 14 KiB, so small and large, with and without room,
+ * all occur; 600 random requests keep both threads busy with many
+ * blocks. */
+START_TEST(compressed_gathers_write_only_their_records)
+{
+    const uint32_t maxndim = 2;
+    const uint64_t maxdim = 60, seed = 41, nrec = 200, n = 600, guard = 256;
+    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    char *path = zt_path("z");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &opts));
+    zt_append_ragged_gen(s, seed, nrec, maxndim, maxdim);
+    uint64_t *idx = malloc(n * sizeof *idx), *sizes = malloc(n * sizeof *sizes);
+    uint64_t *offsets = malloc(n * sizeof *offsets);
+    ck_assert(idx && sizes && offsets);
+    uint64_t x = 7, total = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        idx[k] = (x >> 33) % nrec;
+    }
+    ZR_OK_CALL(zr_ragged_sizes(s, idx, n, sizes));
+    for (uint64_t k = 0; k < n; k++)
+        total += sizes[k];
+    uint8_t *buf = malloc(total + 2 * guard);
+    ck_assert_ptr_nonnull(buf);
+    for (int reverse = 0; reverse < 2; reverse++) {
+        uint64_t at = 0;
+        for (uint64_t k = 0; k < n; k++) {
+            offsets[k] = reverse ? total - at - sizes[k] : at;
+            offsets[k] += guard;
+            at += sizes[k];
+        }
+        memset(buf, 0xa5, total + 2 * guard);
+        ZR_OK_CALL(zr_gather_ragged(s, idx, n, buf, offsets));
+        for (uint64_t g = 0; g < guard; g++) {
+            ck_assert_uint_eq(buf[g], 0xa5);
+            ck_assert_uint_eq(buf[guard + total + g], 0xa5);
+        }
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t len;
+            uint8_t *want = ragged_bytes("<i4", seed, idx[k], maxndim, maxdim, &len);
+            ck_assert_uint_eq(len, sizes[k]);
+            ck_assert_mem_eq(buf + offsets[k], want, len);
+            free(want);
+        }
+    }
+    for (uint64_t i = 0; i < nrec; i++) {
+        uint64_t len;
+        uint8_t *want = ragged_bytes("<i4", seed, i, maxndim, maxdim, &len);
+        uint8_t *exact = malloc(len);
+        ck_assert_ptr_nonnull(exact);
+        const uint64_t zero = 0;
+        ZR_OK_CALL(zr_gather_ragged(s, &i, 1, exact, &zero));
+        ck_assert_mem_eq(exact, want, len);
+        free(exact);
+        free(want);
+    }
+    free(buf);
+    /* Dense records of 20 bytes (less room than a decode takes) and of
+     * 4 KiB, back to back, guard bytes after the batch. */
+    const uint64_t widths[] = {5, 1024};
+    for (int w = 0; w < 2; w++) {
+        char *dpath = zt_path(w ? "d1" : "d0");
+        zr_store *d;
+        ZR_OK_CALL(zr_dense_create(&d, dpath, "<i4", &widths[w], 1, &opts));
+        zt_append_dense_gen(d, seed, nrec);
+        uint64_t width = widths[w] * 4;
+        uint8_t *out = malloc(n * width + guard);
+        uint8_t *want = zt_dense_gen("<i4", widths[w], seed, 0, nrec);
+        ck_assert(out && want);
+        memset(out, 0xa5, n * width + guard);
+        ZR_OK_CALL(zr_gather_dense(d, idx, n, out));
+        for (uint64_t k = 0; k < n; k++)
+            ck_assert_mem_eq(out + k * width, want + idx[k] * width, width);
+        for (uint64_t g = 0; g < guard; g++)
+            ck_assert_uint_eq(out[n * width + g], 0xa5);
+        free(want);
+        free(out);
+        zr_close(d);
+        free(dpath);
+    }
+    free(offsets);
+    free(sizes);
+    free(idx);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_codec(void)
 {
     Suite *s = suite_create("codec");
@@ -546,6 +659,7 @@ Suite *suite_codec(void)
     tcase_add_test(tc, dictionary_training_refuses_what_it_cannot_use);
     tcase_add_test(tc, dictionary_shrinks_small_records);
     tcase_add_loop_test(tc, compressed_records_never_straddle_chunks, 0, 2);
+    tcase_add_test(tc, compressed_gathers_write_only_their_records);
     suite_add_tcase(s, tc);
     return s;
 }
