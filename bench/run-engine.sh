@@ -101,11 +101,13 @@ vocabulary counts; it depends on the packages installed.
   copy).
 - `zstd-limit`: the very frames `zrecord-zstd` stores (each record its own
   frame, level 3, checksum flag, Ragged records with their shape prefix),
-  held in RAM and decompressed into the batch. Its write column is the
-  all-thread (or 1-thread) in-memory compression rate: every record
-  compressed, with the library's parameters and the library's scheme (each
-  thread claims records one at a time), into RAM faulted in beforehand. The
-  run checks that these frames are byte-identical to the store's.
+  copied out of its chunk files into RAM and decompressed into the batch.
+  Its write column is the all-thread (or 1-thread) in-memory compression
+  rate: every record compressed at level 3 with the checksum flag, each
+  thread claiming records one at a time as the library's do, into RAM
+  faulted in beforehand. Those are plain frames: for records of up to 16
+  KiB the library's rule on literals (doc/format.md) often makes another
+  frame, so the note counts how many of the store's frames they equal.
 - `zstd-dict-limit`: the frames of the `zrecord-zstdict` store, copied out
   of its chunk files into RAM, decompressed with the same dictionary. It
   compresses nothing, so it has no write rate; it is the limit the
