@@ -156,17 +156,18 @@ static int pread_loc(zr_store *s, uint64_t i, const struct zr_loc *l, uint8_t *o
     return 0;
 }
 
-/* zstd's decoder takes a slow, byte-careful path for whatever it writes
- * within this many bytes of the end of its output buffer. A record that
- * is followed in the batch by the next record the same thread writes is
- * decoded with that many of the next record's bytes as room (they are
- * overwritten with the right bytes next); a small record without such
- * room is decoded into a buffer that has it, then copied. On records of a
- * few hundred bytes the slow path cost a seventh of the decode. */
+/* zstd's decoder takes a slow, byte-careful path for what it writes
+ * within 32 bytes of the end of its output buffer. A record that the
+ * next record of the batch follows directly, written next by the same
+ * thread, is decoded with up to this many of that record's bytes as room
+ * (they are overwritten with the right bytes next); a small record
+ * without such room is decoded into a buffer that has it, then copied. On
+ * records of a few hundred bytes the slow path cost about a tenth of the
+ * decode. */
 #define DECODE_ROOM 64
 
-/* Records up to this size that have no room after them go through the
- * shard's tail buffer. */
+/* Records up to this size that have no room after them are decoded into
+ * a buffer on the stack. */
 #define TAIL_MAX 4096
 
 /* Decode the frame src of record i (entry l) to out, which may be written
@@ -228,10 +229,9 @@ static inline uint8_t *out_of(const struct gather_ctx *c, size_t j)
     return c->dst + (c->offsets ? c->offsets[j] : j * c->s->width);
 }
 
-/* How many bytes after block record j (logic_length len) a decode may
- * write: those of record j + 1 (next_len bytes, if next is set) when it
- * starts where j ends and is written after it by the same thread (j + 1 <
- * b). */
+/* How many bytes after block record j (len bytes) a decode may write:
+ * up to DECODE_ROOM of record j + 1 (entry next, when known) if it starts
+ * where j ends and this thread writes it next (j + 1 < b). */
 static inline size_t room_after(const struct gather_ctx *c, size_t j, size_t b, uint64_t len,
                                 const struct zr_loc *next)
 {
