@@ -10,14 +10,14 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libzstd-dev libmsgpack-dev check libfuse3-dev fuse3
       python3-numpy python3-cffi python3-pytest python3-pip python3-setuptools
-      adwaita-icon-theme file)
+      adwaita-icon-theme file fio)
 for arg in "$@"; do
     case "$arg" in
     --bench)
         pkgs+=(liblmdb-dev libhdf5-dev libsqlite3-dev squashfuse squashfs-tools
                gnuplot-nox python3-h5py python3-lmdb python3-torch psmisc) ;;
     --dev)
-        pkgs+=(clang llvm valgrind fio psmisc) ;;
+        pkgs+=(clang llvm valgrind psmisc) ;;
     *)
         echo "deps.sh: unknown option $arg (use --bench or --dev)" >&2
         exit 2 ;;

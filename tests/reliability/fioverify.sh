@@ -7,12 +7,13 @@
 # order, with read(2) and with mmap (the read-write mount: random order
 # with read(2)), three jobs at once on each file, checking every
 # block (--verify_only). A block with wrong bytes, or the right bytes at
-# the wrong offset, fails the run. Skipped (77) without fio.
+# the wrong offset, fails the run. fio is a test dependency
+# (scripts/deps.sh installs it); without it the test is skipped (77).
 . "${srcdir:-.}/tests/fs/lib.sh"
 # Under AddressSanitizer the daemons need tests/reliability/asan-fuse.supp.
 export ASAN_OPTIONS="suppressions=$here/asan-fuse.supp${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 
-command -v fio > /dev/null || { echo "SKIP: fio is not installed (bash scripts/deps.sh --dev)"; exit 77; }
+command -v fio > /dev/null || { echo "SKIP: fio is not installed (bash scripts/deps.sh)"; exit 77; }
 
 # Record sizes: whole blocks, a block and a half-block tail, one block.
 mkdir "$tmp/src"
