@@ -1,6 +1,7 @@
 /*
  * zrecordfs.c: the program. Parses the command line, scans ROOT and opens
- * its stores, mounts, and runs libfuse's multi-threaded loop until the
+ * its stores, mounts, and runs the FUSE loop (on two CPUs or fewer one
+ * thread, loop.c; otherwise libfuse's multi-threaded loop) until the
  * file system is unmounted (fusermount3 -u, umount) or a signal (SIGTERM,
  * SIGINT, SIGHUP) asks it to stop, then unmounts and releases the stores.
  *
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -35,8 +37,8 @@ static const struct fuse_opt opt_spec[] = {
     FUSE_OPT_END,
 };
 
-/* The first operand is ROOT; the second (MOUNTPOINT) is left for
- * fuse_parse_cmdline, and so is every option not ours. */
+/* The first operand is ROOT; the second (MOUNTPOINT) is noted and left
+ * for fuse_parse_cmdline, and so is every option not ours. */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
     (void)outargs;
@@ -45,6 +47,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         cfg->root = strdup(arg);
         return cfg->root ? 0 : -1;
     }
+    if (key == FUSE_OPT_KEY_NONOPT && !cfg->mnt_arg && !(cfg->mnt_arg = strdup(arg)))
+        return -1;
     return 1;
 }
 
@@ -153,10 +157,20 @@ int main(int argc, char *argv[])
 
     memset(&opts, 0, sizeof opts);
     memset(&fs, 0, sizeof fs);
+    /* Exit status: 0 after a clean unmount (or --help, --version), 2 for
+     * a usage error (an unknown option, a bad value, a missing operand),
+     * 1 for any other failure. */
+    ret = 2;
     if (fuse_opt_parse(&args, &fs.cfg, opt_spec, opt_proc) != 0)
         goto out;
-    if (fuse_parse_cmdline(&args, &opts) != 0)
+    if (fuse_parse_cmdline(&args, &opts) != 0) {
+        /* It has said why: an unknown option (a usage error), or a mount
+         * point it cannot resolve (a missing folder: not one). */
+        struct stat mst;
+        if (fs.cfg.mnt_arg && stat(fs.cfg.mnt_arg, &mst) != 0)
+            ret = 1;
         goto out;
+    }
     if (opts.show_help) {
         usage();
         fuse_cmdline_help();
@@ -166,6 +180,7 @@ int main(int argc, char *argv[])
     }
     if (opts.show_version) {
         printf("zrecordfs (loaderx) %s\n", PACKAGE_VERSION);
+        fflush(stdout); /* before fusermount3 prints its own version */
         fuse_lowlevel_version();
         ret = 0;
         goto out;
@@ -176,6 +191,15 @@ int main(int argc, char *argv[])
     }
     if (settle_options(&fs.cfg) != 0)
         goto out;
+    ret = 1;
+    /* The kernel would mount over a file too, but a folder of stores
+     * cannot be shown there. (A missing mount point, or a dead mount
+     * whose stat fails, is left to libfuse to report.) */
+    struct stat mst;
+    if (stat(opts.mountpoint, &mst) == 0 && !S_ISDIR(mst.st_mode)) {
+        fprintf(stderr, "zrecordfs: %s: not a folder; mount on an empty folder\n", opts.mountpoint);
+        goto out;
+    }
     char *root = realpath(fs.cfg.root, NULL);
     if (!root) {
         fprintf(stderr, "zrecordfs: %s: %s\n", fs.cfg.root, strerror(errno));
@@ -185,6 +209,19 @@ int main(int argc, char *argv[])
     fs.cfg.root = root;
     fs.cfg.foreground = opts.foreground;
     fs.cfg.debug = opts.debug;
+
+    /* The session first: it refuses the options that neither libfuse nor
+     * we know, before any store is opened. It only keeps &fs, which the
+     * tree below fills. */
+    if (add_fsname(&args, fs.cfg.root) != 0 || fuse_opt_add_arg(&args, "-osubtype=zrecordfs") != 0)
+        goto out;
+    const struct fuse_lowlevel_ops *ops = zfs_lowlevel_ops();
+    se = fuse_session_new(&args, ops, sizeof *ops, &fs);
+    if (!se) {
+        /* libfuse has said why: an option neither it nor we know. */
+        ret = 2;
+        goto out;
+    }
 
     raise_fd_limit();
     if (zfs_tree_build(&fs) != 0)
@@ -199,12 +236,6 @@ int main(int argc, char *argv[])
      * locked out), so its names and attributes may be cached for long. */
     fs.timeout = fs.cfg.rw ? 1.0 : 86400.0;
 
-    if (add_fsname(&args, fs.cfg.root) != 0 || fuse_opt_add_arg(&args, "-osubtype=zrecordfs") != 0)
-        goto out;
-    const struct fuse_lowlevel_ops *ops = zfs_lowlevel_ops();
-    se = fuse_session_new(&args, ops, sizeof *ops, &fs);
-    if (!se)
-        goto out;
     fs.se = se;
     if (fuse_set_signal_handlers(se) != 0)
         goto out;
@@ -268,6 +299,7 @@ out:
     zfs_tree_free(&fs);
     free(opts.mountpoint);
     free(fs.cfg.root);
+    free(fs.cfg.mnt_arg);
     free(fs.cfg.ext);
     free(fs.cfg.spin_arg);
     fuse_opt_free_args(&args);

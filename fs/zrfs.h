@@ -57,6 +57,7 @@ struct zfs_config {
     int debug;
     char *ext;        /* suffix of record names; "" for none */
     char *root;       /* ROOT, made absolute */
+    char *mnt_arg;    /* MOUNTPOINT as given (libfuse parses it too) */
 };
 
 /*

@@ -162,8 +162,10 @@ static int take_lock(zr_store *s)
     if (zr_io.flock(s->metafd, (s->writable ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
         return 0;
     if (errno == EWOULDBLOCK)
-        return zr_err(ZR_EBUSY, "%s is %s by another handle", s->path,
-                      s->writable ? "open" : "open for writing");
+        return zr_err(ZR_EBUSY, "%s is %s by another handle or process (%s)", s->path,
+                      s->writable ? "open" : "open for writing",
+                      s->writable ? "a reader, a writer or a zrecordfs mount"
+                                  : "a writer such as zr, or a zrecordfs -o rw mount");
     return zr_err_sys(errno, "locking %s/meta.zr", s->path);
 }
 

@@ -26,7 +26,7 @@ ZR_API const char *zr_strerror(int code)
     case ZR_ECORRUPT: return "ZR_ECORRUPT: store is corrupt";
     case ZR_ENOTSTORE: return "ZR_ENOTSTORE: not a store";
     case ZR_EEXIST: return "ZR_EEXIST: store already exists";
-    case ZR_EBUSY: return "ZR_EBUSY: store is locked by another handle";
+    case ZR_EBUSY: return "ZR_EBUSY: store is locked by another handle or process";
     case ZR_ERANGE: return "ZR_ERANGE: index out of range";
     case ZR_EDTYPE: return "ZR_EDTYPE: dtype does not match the store";
     case ZR_ESHAPE: return "ZR_ESHAPE: item shape does not match the store";

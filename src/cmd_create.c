@@ -104,12 +104,13 @@ const struct cli_cmd cmd_create = {
     "A Dense store holds records of one dtype and one item shape (--shape, omitted\n"
     "for scalars); a Ragged store (--ragged) holds records of one dtype, each with its\n"
     "own shape. DT is NumPy's dtype.str spelling: |u1, <i4, <f4, <f8, |b1, <c8, |S10...\n"
+    "STORE must be a new or empty folder.\n"
     "\n"
     "Options:\n"
     "  -t, --dtype DT    the dtype of every element\n"
     "  -s, --shape DIMS  Dense item shape, comma-separated (e.g. 3,224,224)\n"
     "  -r, --ragged      create a Ragged store\n"
     "  -c, --codec C     raw (default), zstd, or zstd_dict\n"
-    "  -d, --dict FILE   zstd_dict: the dictionary (made by 'zr train-dict')\n"
+    "  -d, --dict FILE   zstd_dict (required): the dictionary (made by 'zr train-dict')\n"
     "  -h, --help        show this help\n",
 };

@@ -19,15 +19,18 @@ static int run_mount(int argc, char **argv)
     /* Only --help is zr's own; every other argument belongs to zrecordfs,
      * whose options (-o ro, -o npy, -f ...) zr does not second-guess. */
     int operands = 0;
+    bool version = false; /* zrecordfs's --version needs no operands */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return cli_help();
-        if (strcmp(argv[i], "-o") == 0)
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0)
+            version = true;
+        else if (strcmp(argv[i], "-o") == 0)
             i++;
         else if (argv[i][0] != '-')
             operands++;
     }
-    if (operands < 2)
+    if (operands < 2 && !version)
         return cli_usage("missing ROOT or MOUNTPOINT");
 
     char **args = calloc((size_t)argc + 1, sizeof *args);

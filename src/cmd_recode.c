@@ -139,8 +139,9 @@ const struct cli_cmd cmd_recode = {
     "recode", run_recode,
     "recode SRC DST --codec C [--tier T | --dict FILE] [-q]",
     "Copy a store into a new one with another codec, keeping the order",
-    "DST must not exist; if the copy fails, DST is removed. With --codec zstd_dict the\n"
-    "dictionary is trained on SRC (sized by --tier) unless --dict gives one.\n"
+    "DST must be a new or empty folder; if the copy fails, what was created is\n"
+    "removed. With --codec zstd_dict the dictionary is trained on SRC (sized by\n"
+    "--tier) unless --dict gives one.\n"
     "\n"
     "Options:\n"
     "  -c, --codec C     raw, zstd or zstd_dict\n"

@@ -51,6 +51,18 @@ expect_fail 1 'range 3:6 is out of range' zr cat st 3:6
 expect_fail 1 'range 0:9 is out of range' zr export st out.npy --range 0:9
 expect_fail 1 'st already holds a store' zr import st f4.npy
 expect_fail 1 'st already holds a store' zr create st --dtype '<f4'
+# A store is a folder of its own: not one that holds other files, not a file.
+mkdir photos && echo keep > photos/a.png
+expect_fail 1 'photos is a folder that holds other files' zr import photos f4.npy
+expect_fail 1 'photos is a folder that holds other files' zr create photos --dtype '<f4'
+expect_fail 1 'photos is a folder that holds other files' zr recode st photos --codec zstd
+[ "$(ls photos)" = a.png ] || fail "a refused import wrote into photos: $(ls photos)"
+expect_fail 1 'f8.npy exists and is not a folder' zr import f8.npy f4.npy
+# An empty folder, or one with only what a creation that died left behind,
+# takes a store.
+mkdir empty && zr import empty f4.npy
+mkdir leftover && : > leftover/meta.zr && : > leftover/0.loc && zr import leftover f4.npy
+zr verify -q leftover
 [ ! -e out.npy ] || fail "a failed export left out.npy"
 # A creation that fails halfway (no file may grow) leaves nothing; stderr
 # goes through a pipe, which the file size limit does not stop.
@@ -72,7 +84,7 @@ fcntl.flock(fd, fcntl.LOCK_EX)
 r = subprocess.run([os.environ["ZR"], "info", "st"], capture_output=True, text=True)
 assert r.returncode == 1, r
 assert r.stderr.startswith("zr: info: ") and r.stderr.count("\n") == 1, r.stderr
-assert "st is open for writing by another" in r.stderr, r.stderr
+assert "st is open for writing by another handle or process" in r.stderr, r.stderr
 ' 
 
 # Corrupt stores. A damaged record-table entry fails that record only.

@@ -22,6 +22,9 @@ PATH=$T/bin:/usr/bin:/bin zr mount "my root" mnt -o ro,npy -f || rc=$?
 [ "$rc" = 3 ] || fail "zr mount exited $rc, expected zrecordfs's 3"
 printf '%s\n' "my root" mnt -o ro,npy -f | cmp -s - args.txt || fail "zrecordfs got: $(cat args.txt)"
 
+# --version is zrecordfs's and needs no operands.
+PATH=$T/bin:/usr/bin:/bin zr mount --version || rc=$?
+printf '%s\n' --version | cmp -s - args.txt || fail "zr mount --version gave zrecordfs: $(cat args.txt)"
 expect_fail 2 'missing ROOT or MOUNTPOINT' zr mount onlyroot
 expect_fail 2 'missing ROOT or MOUNTPOINT' zr mount -o ro root
 zr mount --help | grep -q '^Usage: zr mount' || fail "zr mount --help"

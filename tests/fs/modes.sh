@@ -60,13 +60,32 @@ for loop in "-o mt" "-s" "-s -o spin=0"; do
     ok "$loop"
 done
 
-# Options that do not go together, or values out of range, are refused
-# before anything is mounted.
+# Options that do not go together, values out of range and unknown
+# options are usage errors (exit status 2), refused before anything is
+# mounted.
 mkdir -p "$tmp/x"
 for opts in "-o noopen,rw" "-o npy,ext=.png" "-o ext=1x" "-o ext=a/b" \
-    "-o spin=" "-o spin=x" "-o spin=-1" "-o spin=100001" "-o spin=5us"; do
-    if "$ZRFS" $opts "$tmp/tree" "$tmp/x" 2> "$tmp/err"; then fail "zrecordfs $opts mounted"; fi
-    [ -s "$tmp/err" ] || fail "zrecordfs $opts gave no message"
+    "-o spin=" "-o spin=x" "-o spin=-1" "-o spin=100001" "-o spin=5us" \
+    "-o bogus" "--bogus"; do
+    rc=0
+    "$ZRFS" $opts "$tmp/tree" "$tmp/x" 2> "$tmp/err" || rc=$?
+    [ "$rc" = 2 ] || fail "zrecordfs $opts exited $rc, expected 2"
+    [ "$(wc -l < "$tmp/err")" = 1 ] || fail "zrecordfs $opts: not one line: $(cat "$tmp/err")"
     ! mountpoint -q "$tmp/x" || fail "zrecordfs $opts left a mount"
 done
-ok "conflicting options and bad values are refused with a message"
+rc=0
+"$ZRFS" "$tmp/tree" 2> "$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q '^usage: zrecordfs' "$tmp/err" || fail "no MOUNTPOINT: exit $rc, $(cat "$tmp/err")"
+ok "conflicting options, bad values and unknown options: exit 2 with one line"
+
+# A mount point that is missing or not a folder: exit 1 with one line.
+touch "$tmp/afile"
+for mp in "$tmp/afile" "$tmp/missing"; do
+    rc=0
+    "$ZRFS" "$tmp/tree" "$mp" 2> "$tmp/err" || rc=$?
+    [ "$rc" = 1 ] || fail "mount point $mp: exit $rc, expected 1"
+    [ "$(wc -l < "$tmp/err")" = 1 ] || fail "mount point $mp: not one line: $(cat "$tmp/err")"
+    ! grep -q " $mp " /proc/self/mounts || fail "zrecordfs mounted on $mp"
+done
+"$ZRFS" "$tmp/tree" "$tmp/afile" 2>&1 | grep -q 'afile: not a folder' || fail "no reason given for a file as mount point"
+ok "a mount point that is a file or missing is refused (exit 1)"
