@@ -52,10 +52,9 @@ ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
 ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_shape,
                            uint32_t ndim, const void *data, uint64_t n, uint64_t *first)
 {
-    if (!s)
-        return zr_err(ZR_EINVAL, "zr_append_dense: NULL handle");
-    if (!s->writable)
-        return zr_err(ZR_EROFS, "%s is open read-only", s->path);
+    int rc = zr_engine_writer(s, "zr_append_dense");
+    if (rc != 0)
+        return rc;
     if (s->id.kind != ZR_DENSE)
         return zr_err(ZR_EKIND, "%s is a Ragged store; use zr_append_ragged", s->path);
     if (!dtype || strcmp(dtype, s->id.dtype) != 0)

@@ -140,6 +140,9 @@ ZR_API int zr_train_dict_records(const void *const *recs, const size_t *sizes, s
 {
     if (n > 0 && (!recs || !sizes))
         return zr_err(ZR_EINVAL, "zr_train_dict_records: NULL records");
+    for (size_t k = 0; k < n; k++)
+        if (!recs[k] && sizes[k] > 0)
+            return zr_err(ZR_EINVAL, "zr_train_dict_records: record %zu is NULL", k);
     struct mem_src src = {.recs = recs};
     return train_from(n, sizes, tier, copy_mem, &src, dict, dict_len);
 }

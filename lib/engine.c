@@ -125,6 +125,7 @@ static zr_store *store_alloc(const char *path, bool writable)
     s->dirfd = -1;
     s->metafd = -1;
     s->writable = writable;
+    s->owner = getpid();
     s->chunk_cap = g_chunk_cap;
     s->seg_shift = (uint32_t)__builtin_ctzll(g_seg_entries);
     ftable_init(&s->chunks, s->chunk_cap, "chunk");
@@ -501,6 +502,10 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
     int access = mode & ~ZR_NOMAP;
     if (!out || !path || (access != ZR_RDONLY && access != ZR_RDWR))
         return zr_err(ZR_EINVAL, "zr_open: bad arguments");
+    if (!path[0]) {
+        *out = NULL;
+        return zr_err(ZR_EINVAL, "zr_open: the store path is empty");
+    }
     *out = NULL;
     zr_store *s = store_alloc(path, access == ZR_RDWR);
     if (!s)
@@ -551,7 +556,7 @@ fail:
     return rc;
 }
 
-/* Create every missing folder of path, like mkdir -p. */
+/* Create every missing folder of path (not empty), like mkdir -p. */
 static int make_dirs(const char *path)
 {
     char *p = zr_strdup(path);
@@ -572,6 +577,44 @@ static int make_dirs(const char *path)
             break;
     }
     zr_free(p);
+    return rc;
+}
+
+/* Whether name is one a store's own files have (doc/format.md), or the
+ * temporary name one is written under: what a creation that died before
+ * store.zr may have left. */
+static bool is_store_file(const char *name)
+{
+    static const char *const fixed[] = {ZR_STORE_FILE, ZR_META_FILE, ZR_DICT_FILE, ZR_INTENT_FILE};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        size_t len = strlen(fixed[i]);
+        if (strncmp(name, fixed[i], len) == 0 && (!name[len] || strcmp(name + len, ".tmp") == 0))
+            return true;
+    }
+    size_t digits = strspn(name, "0123456789");
+    return digits > 0 && (strcmp(name + digits, ".chunk") == 0 || strcmp(name + digits, ".loc") == 0);
+}
+
+/* A store is a folder of its own: creation refuses a folder that holds
+ * anything else (a later listing of it, or a tool taking its files as
+ * data, would mix the two). */
+static int check_folder_is_free(int dirfd, const char *path)
+{
+    int fd = zr_io.openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            zr_io.close(fd);
+        return zr_err_sys(e, "listing %s", path);
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !is_store_file(e->d_name))
+            rc = zr_err(ZR_EEXIST, "%s holds other files (%s); a store needs a new or empty folder",
+                        path, e->d_name);
+    closedir(d);
     return rc;
 }
 
@@ -599,6 +642,11 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
                       ZR_DICT_MAX);
     if (codec != ZR_CODEC_ZSTD_DICT && opts->dict)
         return zr_err(ZR_EINVAL, "a dictionary is only used by zstd_dict stores");
+    if (!path[0])
+        return zr_err(ZR_EINVAL, "the store path is empty");
+    struct stat st;
+    if (zr_io.fstatat(AT_FDCWD, path, &st, 0) == 0 && !S_ISDIR(st.st_mode))
+        return zr_err(ZR_EEXIST, "%s exists and is not a folder", path);
     int rc = make_dirs(path);
     if (rc != 0)
         return rc;
@@ -611,6 +659,14 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
     s->codec = codec;
     if ((rc = open_dir(s, path)) != 0)
         goto fail;
+    /* An existing store is ZR_EEXIST whether or not someone has it open;
+     * the check is made again under the lock. */
+    if (zr_io.fstatat(s->dirfd, ZR_STORE_FILE, &st, 0) == 0) {
+        rc = zr_err(ZR_EEXIST, "%s already holds a store", path);
+        goto fail;
+    }
+    if ((rc = check_folder_is_free(s->dirfd, path)) != 0)
+        goto fail;
     s->metafd = zr_io.openat(s->dirfd, ZR_META_FILE, O_RDWR | O_CREAT, 0644);
     if (s->metafd < 0) {
         rc = zr_err_sys(errno, "creating %s/meta.zr", path);
@@ -618,7 +674,6 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
     }
     if ((rc = take_lock(s)) != 0)
         goto fail;
-    struct stat st;
     if (zr_io.fstatat(s->dirfd, ZR_STORE_FILE, &st, 0) == 0) {
         rc = zr_err(ZR_EEXIST, "%s already holds a store", path);
         goto fail;
@@ -727,14 +782,29 @@ int zr_engine_sync_locked(zr_store *s)
     return 0;
 }
 
-ZR_API int zr_sync(zr_store *s)
+/* A child of fork() inherits the handle and its lock (one open file
+ * description, shared), but not the parent's knowledge of the frontier
+ * from then on: a write by both would overwrite each other's records. So
+ * only the process that opened a handle writes through it. */
+int zr_engine_writer(const zr_store *s, const char *op)
 {
     if (!s)
-        return zr_err(ZR_EINVAL, "zr_sync: NULL handle");
+        return zr_err(ZR_EINVAL, "%s: NULL handle", op);
     if (!s->writable)
-        return zr_err(ZR_EROFS, "%s is open read-only", s->path);
+        return zr_err(ZR_EROFS, "%s: %s is open read-only", op, s->path);
+    if (getpid() != s->owner)
+        return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld; a child of "
+                      "fork() cannot write through that handle", op, s->path, (long)s->owner);
+    return 0;
+}
+
+ZR_API int zr_sync(zr_store *s)
+{
+    int rc = zr_engine_writer(s, "zr_sync");
+    if (rc != 0)
+        return rc;
     pthread_mutex_lock(&s->append_lock);
-    int rc = zr_engine_sync_locked(s);
+    rc = zr_engine_sync_locked(s);
     pthread_mutex_unlock(&s->append_lock);
     return rc;
 }
@@ -836,23 +906,26 @@ int zr_check_indices(zr_store *s, const uint64_t *idx, size_t n, uint64_t *lengt
     return 0;
 }
 
-ZR_API int zr_kind(const zr_store *s) { return s->id.kind; }
+/* A NULL handle gets an answer that cannot be mistaken for a store's:
+ * ZR_EINVAL, 0 or NULL. */
+ZR_API int zr_kind(const zr_store *s) { return s ? s->id.kind : ZR_EINVAL; }
 ZR_API uint64_t zr_len(const zr_store *s)
 {
-    return atomic_load_explicit(&s->length, memory_order_acquire);
+    return s ? atomic_load_explicit(&s->length, memory_order_acquire) : 0;
 }
-ZR_API const char *zr_dtype(const zr_store *s) { return s->id.dtype; }
-ZR_API uint64_t zr_itemsize(const zr_store *s) { return s->id.itemsize; }
+ZR_API const char *zr_dtype(const zr_store *s) { return s ? s->id.dtype : NULL; }
+ZR_API uint64_t zr_itemsize(const zr_store *s) { return s ? s->id.itemsize : 0; }
 ZR_API const uint64_t *zr_item_shape(const zr_store *s, uint32_t *ndim)
 {
+    bool dense = s && s->id.kind == ZR_DENSE;
     if (ndim)
-        *ndim = s->id.kind == ZR_DENSE ? s->id.ndim : 0;
-    return s->id.kind == ZR_DENSE ? s->id.shape : NULL;
+        *ndim = dense ? s->id.ndim : 0;
+    return dense ? s->id.shape : NULL;
 }
-ZR_API uint64_t zr_record_width(const zr_store *s) { return s->width; }
-ZR_API int zr_codec(const zr_store *s) { return s->codec; }
-ZR_API const char *zr_path(const zr_store *s) { return s->path; }
-ZR_API int zr_writable(const zr_store *s) { return s->writable; }
+ZR_API uint64_t zr_record_width(const zr_store *s) { return s ? s->width : 0; }
+ZR_API int zr_codec(const zr_store *s) { return s ? s->codec : ZR_EINVAL; }
+ZR_API const char *zr_path(const zr_store *s) { return s ? s->path : NULL; }
+ZR_API int zr_writable(const zr_store *s) { return s ? s->writable : 0; }
 
 ZR_API const char *zr_codec_name(int codec)
 {

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <zstd.h>
 
 #include "format.h"
@@ -49,6 +50,7 @@ struct zr_store {
     int dirfd;
     int metafd; /* holds the flock for the handle's lifetime */
     bool writable;
+    pid_t owner; /* the process that opened it: only it writes through it */
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
 
     struct zr_identity id;
@@ -99,6 +101,10 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
 
 /* Sync with append_lock held (zr_sync without the lock). */
 int zr_engine_sync_locked(zr_store *s);
+/* 0 if s may change the store (op names the call in the message):
+ * ZR_EINVAL for NULL, ZR_EROFS for a read-only handle, ZR_EBUSY in a
+ * child of fork() of the process that opened it. */
+int zr_engine_writer(const zr_store *s, const char *op);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);

@@ -63,6 +63,7 @@ struct slot {
     struct ragged_buf *rag; /* per stream: the Ragged buffers */
     struct slot *next_free;
     struct slot *next_all;
+    bool held; /* handed out by zr_loader_next, not yet released */
 };
 
 struct entry {
@@ -262,15 +263,22 @@ static int fill(zr_loader *ld, struct slot *sl, uint64_t step)
          * causes (through a library call) is attached to its failure. */
         zr_err_restore(0, "");
         rc = ld->transform(&sl->b, ld->user);
+        if (rc > 0)
+            rc = zr_err(ZR_EINVAL, "the transform returned %d, not 0 or a negative ZR_E* code", rc);
         if (rc != 0)
             return annotate(rc, NULL, step);
     }
     return rc;
 }
 
+/* The loader whose worker this thread is, if any: a transform that asks
+ * its own loader for a batch would wait for itself. */
+static _Thread_local const zr_loader *worker_of;
+
 static void *worker_main(void *arg)
 {
     zr_loader *ld = arg;
+    worker_of = ld;
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!atomic_load(&ld->stop) && ld->claim_step - ld->next_step >= ld->depth)
@@ -405,6 +413,9 @@ ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out)
     if (!ld || !out)
         return zr_err(ZR_EINVAL, "zr_loader_next: NULL argument");
     *out = NULL;
+    if (worker_of == ld)
+        return zr_err(ZR_EINVAL, "zr_loader_next: called from the loader's own transform, "
+                                 "which would wait for itself");
     char msg[MSG_MAX];
     pthread_mutex_lock(&ld->lock);
     uint64_t step = ld->next_step;
@@ -419,6 +430,8 @@ ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out)
             sl->next_free = ld->free_slots;
             ld->free_slots = sl;
         }
+    } else {
+        sl->held = true;
     }
     e->state = ENTRY_EMPTY;
     e->slot = NULL;
@@ -440,8 +453,12 @@ ZR_API void zr_batch_release(zr_batch *b)
     struct slot *sl = (struct slot *)b;
     zr_loader *ld = sl->ld;
     pthread_mutex_lock(&ld->lock);
-    sl->next_free = ld->free_slots;
-    ld->free_slots = sl;
+    /* A batch released twice would be handed to two steps at once. */
+    if (sl->held) {
+        sl->held = false;
+        sl->next_free = ld->free_slots;
+        ld->free_slots = sl;
+    }
     pthread_mutex_unlock(&ld->lock);
 }
 

@@ -87,11 +87,7 @@ static int write_intent(zr_store *s, int kind, const struct zr_header *h,
 
 static int begin(zr_store *s, const char *op)
 {
-    if (!s)
-        return zr_err(ZR_EINVAL, "%s: NULL handle", op);
-    if (!s->writable)
-        return zr_err(ZR_EROFS, "%s: %s is open read-only", op, s->path);
-    return 0;
+    return zr_engine_writer(s, op);
 }
 
 ZR_API int zr_stats(zr_store *s, zr_store_stats *st)

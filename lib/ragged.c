@@ -28,10 +28,9 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
 ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,
                             uint64_t *first)
 {
-    if (!s)
-        return zr_err(ZR_EINVAL, "zr_append_ragged: NULL handle");
-    if (!s->writable)
-        return zr_err(ZR_EROFS, "%s is open read-only", s->path);
+    int rc = zr_engine_writer(s, "zr_append_ragged");
+    if (rc != 0)
+        return rc;
     if (s->id.kind != ZR_RAGGED)
         return zr_err(ZR_EKIND, "%s is a Dense store; use zr_append_dense", s->path);
     if (!dtype || strcmp(dtype, s->id.dtype) != 0)

@@ -218,6 +218,81 @@ START_TEST(create_over_an_existing_store_is_refused)
 }
 END_TEST
 
+/* A store has its folder to itself: creation refuses a folder holding
+ * other files, a path that is a file, an empty path, and one that holds
+ * a store someone has open (ZR_EEXIST all the same), and writes nothing.
+ * A folder holding only what an unfinished creation leaves takes one. */
+START_TEST(create_needs_a_folder_of_its_own)
+{
+    char *path = zt_path("photos");
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    char *f = zt_join(path, "a.png");
+    zt_spit(f, "png", 3);
+    size_t len;
+    void *snap = zt_snapshot(path, &len);
+    zr_store *s = (zr_store *)&s;
+    ZR_FAIL_CALL(zr_dense_create(&s, path, "<i4", shape3x4, 2, NULL), ZR_EEXIST);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "a.png"));
+    ZR_FAIL_CALL(zr_ragged_create(&s, path, "|u1", NULL), ZR_EEXIST);
+    zt_assert_unchanged(path, snap, len);
+    ZR_FAIL_CALL(zr_ragged_create(&s, f, "|u1", NULL), ZR_EEXIST);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "not a folder"));
+    ZR_FAIL_CALL(zr_ragged_create(&s, "", "|u1", NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_open(&s, "", ZR_RDONLY), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+
+    char *open_path;
+    zr_store *d = dense_store(&open_path, 2); /* held open, read-write */
+    ZR_FAIL_CALL(zr_dense_create(&s, open_path, "<i4", shape3x4, 2, NULL), ZR_EEXIST);
+    zr_close(d);
+
+    char *left = zt_path("leftover");
+    ck_assert_int_eq(mkdir(left, 0755), 0);
+    const char *names[] = {"meta.zr", "0.loc", "0.chunk", "store.zr.tmp"};
+    for (size_t i = 0; i < 4; i++) {
+        char *p = zt_join(left, names[i]);
+        zt_spit(p, "x", 1);
+        free(p);
+    }
+    ZR_OK_CALL(zr_dense_create(&s, left, "<i4", shape3x4, 2, NULL));
+    zt_append_dense_gen(s, SEED, 4);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, left, ZR_RDONLY));
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+    free(left);
+    free(open_path);
+    free(f);
+    free(path);
+}
+END_TEST
+
+/* Accessors given NULL answer what no store would; the dictionary trainer
+ * refuses a NULL record. */
+START_TEST(null_handles_and_records_are_refused)
+{
+    uint32_t ndim = 9;
+    ck_assert_int_eq(zr_kind(NULL), ZR_EINVAL);
+    ck_assert_int_eq(zr_codec(NULL), ZR_EINVAL);
+    ck_assert_uint_eq(zr_len(NULL), 0);
+    ck_assert_uint_eq(zr_itemsize(NULL), 0);
+    ck_assert_uint_eq(zr_record_width(NULL), 0);
+    ck_assert_int_eq(zr_writable(NULL), 0);
+    ck_assert_ptr_null(zr_dtype(NULL));
+    ck_assert_ptr_null(zr_path(NULL));
+    ck_assert_ptr_null(zr_item_shape(NULL, &ndim));
+    ck_assert_uint_eq(ndim, 0);
+    uint8_t buf[64] = {1};
+    const void *recs[2] = {buf, NULL};
+    size_t sizes[2] = {64, 64};
+    void *dict = NULL;
+    size_t dict_len = 0;
+    ZR_FAIL_CALL(zr_train_dict_records(recs, sizes, 2, ZR_TIER_FAST, &dict, &dict_len), ZR_EINVAL);
+    ck_assert_ptr_null(dict);
+}
+END_TEST
+
 START_TEST(open_of_a_folder_that_is_not_a_store_is_refused)
 {
     char *path = zt_path("plain");
@@ -459,6 +534,8 @@ Suite *suite_badcall(void)
     tcase_add_test(tc, record_over_2_gib_is_refused);
     tcase_add_test(tc, index_out_of_range_is_refused);
     tcase_add_test(tc, create_over_an_existing_store_is_refused);
+    tcase_add_test(tc, create_needs_a_folder_of_its_own);
+    tcase_add_test(tc, null_handles_and_records_are_refused);
     tcase_add_test(tc, open_of_a_folder_that_is_not_a_store_is_refused);
     tcase_add_test(tc, open_of_an_unfinished_store_is_refused);
     tcase_add_test(tc, open_of_a_missing_path_is_refused);

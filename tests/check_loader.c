@@ -320,6 +320,98 @@ START_TEST(transform_error_surfaces_from_next_with_its_code)
 }
 END_TEST
 
+/* A transform that returns a positive number fails its step with
+ * ZR_EINVAL, not with a code that looks like success or a count. */
+START_TEST(transform_positive_return_is_einval)
+{
+    struct fixture f;
+    setup(&f);
+    struct tx_state st = {.caller = pthread_self(), .fail_step = 2, .fail_code = 7};
+    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 2, .threads = 1,
+                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
+    zr_loader *ld = open_loader(&f, &o);
+    zr_batch *b;
+    for (int s = 0; s < 2; s++) {
+        ZR_OK_CALL(zr_loader_next(ld, &b));
+        zr_batch_release(b);
+    }
+    ck_assert_int_eq(zr_loader_next(ld, &b), ZR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "returned 7"));
+    ZR_OK_CALL(zr_loader_next(ld, &b));
+    ck_assert_uint_eq(b->step, 3);
+    zr_batch_release(b);
+    zr_loader_destroy(ld);
+    teardown(&f);
+}
+END_TEST
+
+/* A transform that asks its own loader for a batch gets ZR_EINVAL instead
+ * of waiting for itself. */
+static int tx_reenter(zr_batch *b, void *user)
+{
+    _Atomic(zr_loader *) *ld = user;
+    zr_batch *inner = b; /* must come back NULL */
+    int rc = zr_loader_next(atomic_load(ld), &inner);
+    return rc == ZR_EINVAL && inner == NULL && strstr(zr_last_error(), "own transform") ? 0 : -1000;
+}
+
+START_TEST(transform_cannot_take_from_its_own_loader)
+{
+    struct fixture f;
+    setup(&f);
+    _Atomic(zr_loader *) shared = NULL;
+    /* The worker starts at creation and may run step 0's transform before
+     * open_loader returns, while shared is still NULL (its inner call then
+     * fails as a NULL argument, and so does step 0). With depth 1 no later
+     * step is prepared before the first zr_loader_next, by which time
+     * shared is set. */
+    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 1, .threads = 1,
+                        .transform = tx_reenter, .user = &shared};
+    zr_loader *ld = open_loader(&f, &o);
+    atomic_store(&shared, ld);
+    zr_batch *b;
+    int rc0 = zr_loader_next(ld, &b);
+    if (rc0 == 0)
+        zr_batch_release(b);
+    for (int s = 1; s < 4; s++) {
+        ZR_OK_CALL(zr_loader_next(ld, &b));
+        ck_assert_uint_eq(b->step, (uint64_t)s);
+        zr_batch_release(b);
+    }
+    zr_loader_destroy(ld);
+    teardown(&f);
+}
+END_TEST
+
+/* Releasing a batch twice does not put its buffers back twice: held
+ * batches never share memory. */
+START_TEST(double_release_does_not_share_buffers)
+{
+    struct fixture f;
+    setup(&f);
+    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 2, .threads = 2};
+    zr_loader *ld = open_loader(&f, &o);
+    zr_batch *b;
+    ZR_OK_CALL(zr_loader_next(ld, &b));
+    zr_batch_release(b);
+    zr_batch_release(b);
+    zr_batch *held[6];
+    for (int k = 0; k < 6; k++)
+        ZR_OK_CALL(zr_loader_next(ld, &held[k]));
+    for (int i = 0; i < 6; i++) {
+        check_batch(held[i], zr_loader_sampler(ld));
+        for (int j = i + 1; j < 6; j++) {
+            ck_assert_ptr_ne(held[i], held[j]);
+            ck_assert_ptr_ne(held[i]->streams[0].data, held[j]->streams[0].data);
+        }
+    }
+    for (int k = 0; k < 6; k++)
+        zr_batch_release(held[k]);
+    zr_loader_destroy(ld);
+    teardown(&f);
+}
+END_TEST
+
 /* Overwrite the stored frame of record i of a zstd store with garbage. */
 static void corrupt_record(const char *dir, const char *name, uint64_t i)
 {
@@ -562,6 +654,9 @@ Suite *suite_loader(void)
     tcase_add_test(tc, start_step_resumes_exactly_where_a_run_stood);
     tcase_add_test(tc, transform_runs_on_workers_and_edits_batches_in_place);
     tcase_add_test(tc, transform_error_surfaces_from_next_with_its_code);
+    tcase_add_test(tc, transform_positive_return_is_einval);
+    tcase_add_test(tc, transform_cannot_take_from_its_own_loader);
+    tcase_add_test(tc, double_release_does_not_share_buffers);
     tcase_add_test(tc, gather_error_surfaces_from_next_for_its_step);
     tcase_add_test(tc, batch_buffers_are_recycled_across_steps);
     tcase_add_test(tc, destroy_with_batches_in_flight_returns_and_frees_everything);

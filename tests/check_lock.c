@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -202,6 +203,65 @@ START_TEST(second_handle_in_the_same_process_is_busy)
 }
 END_TEST
 
+/* A child of fork() inherits a writable handle and its lock, but a write
+ * by both processes would overwrite records: the child may gather through
+ * it, and every change through it is refused with ZR_EBUSY. The parent
+ * goes on writing, and no record of its is lost. */
+START_TEST(forked_child_cannot_write_through_the_parents_handle)
+{
+    char *path = make_store();
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    int rep[2];
+    ck_assert_int_eq(pipe(rep), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(rep[0]);
+        const uint64_t shape[] = {16};
+        uint16_t rec[16] = {0};
+        uint64_t idx[] = {3, 0}, del = 1, first = 0;
+        uint16_t two[32];
+        int rc[6] = {
+            zr_append_dense(s, "<u2", shape, 1, rec, 1, &first),
+            zr_delete(s, &del, 1),
+            zr_compact(s, NULL),
+            zr_sync(s),
+            zr_gather_dense(s, idx, 2, two),
+            (int)zr_len(s),
+        };
+        bool named = strstr(zr_last_error(), "fork") != NULL;
+        if (write(rep[1], rc, sizeof rc) != sizeof rc || write(rep[1], &named, 1) != 1)
+            _exit(2);
+        _exit(0); /* no zr_close: the parent still owns the handle */
+    }
+    close(rep[1]);
+    int rc[6];
+    bool named = false;
+    ck_assert_int_eq(read(rep[0], rc, sizeof rc), (ssize_t)sizeof rc);
+    ck_assert_int_eq(read(rep[0], &named, 1), 1);
+    close(rep[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(rc[k], ZR_EBUSY);
+    ck_assert_msg(named, "the refusal does not say why (fork)");
+    ck_assert_int_eq(rc[4], 0); /* reads are fine */
+    ck_assert_int_eq(rc[5], 20);
+    /* The parent's handle is intact and still the writer. */
+    ck_assert_uint_eq(zr_len(s), 20);
+    zt_append_dense_gen(s, SEED, 5);
+    ZR_OK_CALL(zr_sync(s));
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    ck_assert_uint_eq(zr_len(s), 25);
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_lock(void)
 {
     Suite *s = suite_create("lock");
@@ -214,6 +274,7 @@ Suite *suite_lock(void)
     tcase_add_test(tc, child_cannot_open_while_the_parent_writes);
     tcase_add_test(tc, killed_writer_releases_the_store);
     tcase_add_test(tc, second_handle_in_the_same_process_is_busy);
+    tcase_add_test(tc, forked_child_cannot_write_through_the_parents_handle);
     suite_add_tcase(s, tc);
     return s;
 }

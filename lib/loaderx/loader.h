@@ -121,7 +121,8 @@ typedef struct zr_batch {
  * allocate its output once per buffer rather than once per step; the
  * loader passes every non-NULL aux to aux_free when it is destroyed.
  * Return 0, or a negative code: zr_loader_next then returns that code for
- * this batch. Transforms run on several batches at once when threads > 1. */
+ * this batch (a positive return counts as ZR_EINVAL). A transform must not
+ * call zr_loader_next on its own loader (ZR_EINVAL). Transforms run on several batches at once when threads > 1. */
 typedef int (*zr_transform_fn)(zr_batch *b, void *user);
 
 /* How a loader samples and prefetches. A zeroed struct is not valid:
@@ -188,8 +189,9 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
 ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out);
 
 /* Give a batch back to its loader, whose workers reuse its buffers.
- * Accepts NULL. May be called from any thread, but not after the loader
- * is destroyed. */
+ * Accepts NULL; a second release of the same batch before the loader hands
+ * it out again does nothing. May be called from any thread, but not after
+ * the loader is destroyed. */
 ZR_API void zr_batch_release(zr_batch *b);
 
 /* The column of b named name, or NULL if there is none. Thread-safe. */

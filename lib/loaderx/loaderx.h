@@ -42,7 +42,7 @@ extern "C" {
 #define ZR_EIO -3        /* the operating system reported an I/O error */
 #define ZR_ECORRUPT -4   /* the store on disk is damaged or malformed */
 #define ZR_ENOTSTORE -5  /* the path does not hold a store */
-#define ZR_EEXIST -6     /* create: the path already holds a store */
+#define ZR_EEXIST -6     /* create: the path holds a store or other files */
 #define ZR_EBUSY -7      /* the store is locked by another handle or process */
 #define ZR_ERANGE -8     /* an index is out of range */
 #define ZR_EDTYPE -9     /* the data's dtype differs from the store's */
@@ -135,9 +135,11 @@ ZR_API int64_t zr_dtype_itemsize(const char *dtype);
 /* ---- Creating, opening, closing -------------------------------------- */
 
 /* Create a new Dense store at path whose records all have the given dtype
- * and item shape (ndim may be 0 for scalar records). Missing parent folders
- * are created. The store is returned open read-write.
- * Errors: ZR_EEXIST (path already holds a store), ZR_EINVAL (bad dtype,
+ * and item shape (ndim may be 0 for scalar records). path must be a new
+ * folder (missing parent folders are created) or an empty one: a store has
+ * its folder to itself. The store is returned open read-write.
+ * Errors: ZR_EEXIST (path holds a store, holds other files, or is not a
+ * folder), ZR_EINVAL (empty path, bad dtype,
  * zero dimension, bad codec, zstd_dict without a dictionary), ZR_ETOOBIG
  * (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO, ZR_ENOSPC,
  * ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
@@ -152,7 +154,9 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
 
 /* Open an existing store. mode is ZR_RDONLY (shared lock: many readers) or
  * ZR_RDWR (exclusive lock: one writer), optionally or'd with ZR_NOMAP. A
- * conflicting lock fails at once.
+ * conflicting lock fails at once. A handle belongs to the process that
+ * opened it: a child of fork() may gather through an inherited handle,
+ * but append, delete, compact and sync through it give ZR_EBUSY.
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
@@ -164,7 +168,9 @@ ZR_API void zr_close(zr_store *s);
  * Must not run concurrently with an append on the same handle. */
 ZR_API int zr_sync(zr_store *s);
 
-/* ---- Identity accessors (thread-safe, never fail on an open handle) --- */
+/* ---- Identity accessors (thread-safe, never fail on an open handle) ---
+ * Given NULL: zr_kind and zr_codec give ZR_EINVAL, the pointers NULL, the
+ * numbers 0. */
 
 ZR_API int zr_kind(const zr_store *s);          /* ZR_DENSE or ZR_RAGGED */
 ZR_API uint64_t zr_len(const zr_store *s);      /* committed record count */
@@ -217,13 +223,17 @@ ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t 
 /* Copy each Ragged record idx[k] (shape prefix and payload, sizes[k] bytes
  * as given by zr_ragged_sizes) to dst + offsets[k]. Offsets that are
  * multiples of 8 keep every payload 8-byte aligned. Each record's prefix is
- * validated; read it with zr_ragged_view. Errors: as zr_gather_dense. */
+ * validated; read it with zr_ragged_view. Errors: as zr_gather_dense.
+ * The sizes must come from zr_ragged_sizes on the same indices with no
+ * delete in between (a delete moves records): the call writes each record
+ * at its offset whatever dst's size, which it cannot know. */
 ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
                             const uint64_t *offsets);
 
 /* Decode a gathered Ragged record of size bytes at rec into *view, checking
- * that its prefix is consistent with size and itemsize. Returns 0 or
- * ZR_ECORRUPT. Thread-safe; touches no store. */
+ * that its prefix is consistent with size and itemsize. Returns 0,
+ * ZR_ECORRUPT (the prefix does not fit size and itemsize) or ZR_EINVAL
+ * (NULL pointer, itemsize 0). Thread-safe; touches no store. */
 ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_view *view);
 
 /* Gather Ragged records into one freshly allocated batch: sizes, a buffer,

@@ -200,6 +200,11 @@ class _Handle:
 
     def next(self):
         """Take the next step's batch: what the iterator yields."""
+        if getattr(_tls, "in_transform", False):
+            # The transform runs on a worker while the caller waits in
+            # next(): asking for a batch from there would wait for itself.
+            raise invalid("a DataLoader cannot be advanced from inside a "
+                          "transform")
         with self.next_lock:
             with self.lock:
                 if self.ptr is None or self.closing:

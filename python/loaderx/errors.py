@@ -56,7 +56,7 @@ class StoreNotFoundError(StoreError, FileNotFoundError):
 
 
 class StoreExistsError(StoreError, FileExistsError):
-    """create: the path already holds a store."""
+    """create: the path holds a store, holds other files, or is a file."""
     code = _lib.ZR_EEXIST
 
 

@@ -32,6 +32,7 @@ refuse to run while anything else uses it.
 """
 
 import collections
+import operator
 import os
 import threading
 
@@ -180,6 +181,11 @@ def _create_opts(codec, dict_bytes):
     return opts, keep
 
 
+def _reopen(cls, path, mmap):
+    """Unpickle (or copy) a read-only handle: open the store again."""
+    return cls.open(path, readonly=True, mmap=mmap)
+
+
 def _shape_array(shape):
     return ffi.new("uint64_t[]", [int(d) for d in shape]) if shape else ffi.NULL
 
@@ -205,6 +211,9 @@ class _Store:
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
         self._writable = bool(lib.zr_writable(ptr))
         self._pool = _BufferPool()
+        # What a copy or an unpickled handle reopens (see __reduce__).
+        self._abspath = os.path.abspath(self._path)
+        self._mmap = True
 
     # ---- creating and opening -------------------------------------------
 
@@ -238,7 +247,9 @@ class _Store:
                           f"open it with {other.__name__}", StoreKindError)
         if cls._kind is None:
             cls = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
-        return cls(ptr)
+        store = cls(ptr)
+        store._mmap = bool(mmap)
+        return store
 
     # ---- the handle's guards --------------------------------------------
 
@@ -308,6 +319,22 @@ class _Store:
         if ptr is not None:
             self._ptr = None
             lib.zr_close(ptr)
+
+    def __reduce__(self):
+        """copy.copy, copy.deepcopy and pickle of a read-only handle give a
+        new read-only handle on the same store (so a Dataset holding one
+        goes to DataLoader worker processes); the two are independent. A
+        writable handle holds the store's only write lock and cannot be
+        copied."""
+        if self._ptr is None:
+            raise TypeError(f"{self._path}: a closed store handle cannot be "
+                            "copied or pickled")
+        if self._writable:
+            raise TypeError(f"{self._path}: a writable store handle cannot "
+                            "be copied or pickled (it holds the store's only "
+                            "write lock); copy a handle opened with "
+                            "readonly=True")
+        return (_reopen, (type(self), self._abspath, self._mmap))
 
     def __enter__(self):
         return self
@@ -551,18 +578,25 @@ class DenseStore(_Store):
         dtype is anything np.dtype accepts; item_shape the shape of one
         record (() for scalar records, every dimension > 0). codec is 'raw'
         (the default), 'zstd' or 'zstd_dict'; 'zstd_dict' needs dict_bytes,
-        a dictionary from loaderx.utils.train_dict. Raises StoreExistsError
-        when path already holds a store.
+        a dictionary from loaderx.utils.train_dict. path must be a new
+        folder (missing parents are made) or an empty one: StoreExistsError
+        when it holds a store or other files, or is a file.
         """
         dt = _store_dtype(dtype)
         try:
             if isinstance(item_shape, (int, np.integer)):
-                shape = (int(item_shape),)
-            else:
-                shape = tuple(int(d) for d in item_shape)
-        except (TypeError, ValueError):
+                item_shape = (item_shape,)
+            # operator.index: 2.5 or '3' is refused, not truncated; a bool
+            # is not a dimension either.
+            if any(isinstance(d, (bool, np.bool_)) for d in item_shape):
+                raise TypeError
+            shape = tuple(operator.index(d) for d in item_shape)
+        except TypeError:
             raise invalid(f"item_shape must be a tuple of integers, not "
                           f"{item_shape!r}") from None
+        if any(d >= 2**64 for d in shape):
+            raise invalid(f"item_shape {shape} has a dimension of 2**64 or "
+                          "more")
         if len(shape) > _lib.ZR_MAX_NDIM:
             raise invalid(f"item_shape has {len(shape)} dimensions; at most "
                           f"{_lib.ZR_MAX_NDIM}")
@@ -702,7 +736,14 @@ class RaggedStore(_Store):
         limit are refused before anything is written, and the batch is one
         commit. Returns the index of the first new record.
         """
-        if isinstance(records, np.ndarray) and records.dtype == object:
+        if isinstance(records, np.ndarray) and records.dtype != object:
+            # Iterating an array would make each row (of a 1-D array, each
+            # scalar) a record of its own: say which was meant.
+            raise invalid("append takes a list (or iterable) of records, not "
+                          f"one array of shape {records.shape}: pass "
+                          "[array] to append it as one record, or "
+                          "list(array) to append its rows as records")
+        if isinstance(records, np.ndarray):
             records = list(records)
         arrays = []
         for k, r in enumerate(records):

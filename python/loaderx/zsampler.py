@@ -80,6 +80,8 @@ class Sampler:
 
     def batch(self, step):
         """The indices of step (any step in [0, 2**64), in any order)."""
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool):
+            raise invalid(f"a step is an integer, not {step!r}")
         if not 0 <= step < 2**64:
             raise invalid(f"step {step} is not in [0, 2**64)")
         out = np.empty(self._sm.batch, dtype=np.uint64)

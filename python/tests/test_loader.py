@@ -199,3 +199,27 @@ def test_streams_must_be_a_dict_of_stores(streams):
         DataLoader([streams["ids"]], batch_size=1)
     with pytest.raises(InvalidArgumentError):
         DataLoader({"a": np.zeros(10)}, batch_size=1)
+
+
+def test_advancing_the_loader_from_its_own_transform_raises(streams):
+    box = {}
+
+    def reenter(batch):
+        if "loader" in box:
+            next(box["loader"])
+        return batch
+
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=1,
+                        mode="sequential", transform=reenter, prefetch=1)
+    box["loader"] = loader
+    # Step 0 may have been prepared before box held the loader; from step
+    # 1 on the transform's next() is refused, and that step fails with it.
+    try:
+        next(loader)
+    except InvalidArgumentError:
+        pass
+    with pytest.raises(InvalidArgumentError, match="inside a transform"):
+        next(loader)
+    box.clear()
+    assert next(loader)["ids"].tolist() == [loader.step - 1]
+    loader.close()

@@ -1,6 +1,9 @@
 """Stores: round trips of every dtype kind through every codec, identity
 kept across reopening, handles and their life cycle."""
 
+import copy
+import os
+import pickle
 import threading
 import tracemalloc
 
@@ -12,6 +15,7 @@ from loaderx import (InvalidArgumentError, ReadOnlyStoreError, StoreBusyError,
 from loaderx.dataloader import DataLoader
 from loaderx.utils import train_dict
 from loaderx.zrecord import DenseStore, RaggedStore
+from loaderx.zsampler import Sampler
 
 # Every dtype the format keeps: each kind, size and byte order.
 DTYPES = ["|b1", "|i1", "<i2", ">i2", "<i4", "<i8", ">i8", "|u1", "<u2",
@@ -331,3 +335,48 @@ def test_a_big_read_outlives_its_closed_store(rng):
     same_bytes(again[:16], data[:16])
     same_bytes(got, data[16:32])
     again.close()
+
+
+def test_copies_and_pickles_of_a_read_only_handle_reopen_the_store():
+    data = np.arange(24, dtype=">f4").reshape(6, 4)
+    with DenseStore.create("st", ">f4", (4,)) as w:
+        w.append(data)
+        # The writer holds the only write lock: it is never duplicated.
+        for dup in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="writable store handle"):
+                dup(w)
+    r = DenseStore.open("st", readonly=True, mmap=False)
+    c = copy.copy(r)
+    p = pickle.loads(pickle.dumps(r))
+    assert c is not r and p is not r
+    r.close()  # the copies are handles of their own
+    for h in (c, p):
+        assert h.readonly and h.dtype == np.dtype(">f4")
+        np.testing.assert_array_equal(h[:], data)
+        h.close()
+    with pytest.raises(TypeError, match="closed"):
+        pickle.dumps(r)
+
+
+def test_item_shape_and_steps_must_be_integers():
+    for bad in ((2.5,), (True, 3), ("3",), 2.0):
+        with pytest.raises(InvalidArgumentError, match="item_shape"):
+            DenseStore.create("bad", np.float32, bad)
+    assert not os.path.exists("bad")
+    sm = Sampler(10, 2)
+    for bad in (1.5, "3", True):
+        with pytest.raises(InvalidArgumentError, match="step"):
+            sm.batch(bad)
+    np.testing.assert_array_equal(sm.batch(np.int64(1)), sm.batch(1))
+
+
+def test_ragged_append_of_a_bare_array_says_how():
+    with RaggedStore.create("rg", np.float32) as rg:
+        with pytest.raises(InvalidArgumentError, match=r"\[array\]"):
+            rg.append(np.arange(5, dtype=np.float32))
+        with pytest.raises(InvalidArgumentError, match=r"list\(array\)"):
+            rg.append(np.ones((3, 2), np.float32))
+        assert len(rg) == 0
+        rg.append([np.arange(5, dtype=np.float32)])
+        rg.append(list(np.ones((3, 2), np.float32)))
+        assert [r.shape for r in rg[:]] == [(5,), (2,), (2,), (2,)]
