@@ -193,11 +193,17 @@ int main(int argc, char *argv[])
         goto out;
     ret = 1;
     /* The kernel would mount over a file too, but a folder of stores
-     * cannot be shown there. (A missing mount point, or a dead mount
-     * whose stat fails, is left to libfuse to report.) */
+     * cannot be shown there; and over a dead FUSE mount (its daemon
+     * killed) it would stack a second mount that hides the first. */
     struct stat mst;
-    if (stat(opts.mountpoint, &mst) == 0 && !S_ISDIR(mst.st_mode)) {
+    int mst_rc = stat(opts.mountpoint, &mst), mst_err = errno;
+    if (mst_rc == 0 && !S_ISDIR(mst.st_mode)) {
         fprintf(stderr, "zrecordfs: %s: not a folder; mount on an empty folder\n", opts.mountpoint);
+        goto out;
+    }
+    if (mst_rc != 0 && mst_err == ENOTCONN) {
+        fprintf(stderr, "zrecordfs: %s: a mount whose daemon has gone is still there; "
+                        "run 'fusermount3 -u %s' first\n", opts.mountpoint, opts.mountpoint);
         goto out;
     }
     char *root = realpath(fs.cfg.root, NULL);

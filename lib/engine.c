@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,20 +783,52 @@ int zr_engine_sync_locked(zr_store *s)
     return 0;
 }
 
+/* Whether process pid exists and has not exited (a zombie has). */
+static bool process_runs(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold ')' itself; the state follows the
+     * last one. */
+    const char *paren = strrchr(buf, ')');
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
 /* A child of fork() inherits the handle and its lock (one open file
  * description, shared), but not the parent's knowledge of the frontier
  * from then on: a write by both would overwrite each other's records. So
- * only the process that opened a handle writes through it. */
-int zr_engine_writer(const zr_store *s, const char *op)
+ * a handle is written through by one process: the one that opened it,
+ * until it exits; then a process that inherited the handle (a daemon
+ * whose starter has exited, the pattern of fuse_daemonize and daemon(3))
+ * takes it over. A child is reparented when its parent exits, so while
+ * getppid() is the owner, the owner runs. Two processes that both outlive
+ * the owner would both take the handle over: not guarded. */
+int zr_engine_writer(zr_store *s, const char *op)
 {
     if (!s)
         return zr_err(ZR_EINVAL, "%s: NULL handle", op);
     if (!s->writable)
         return zr_err(ZR_EROFS, "%s: %s is open read-only", op, s->path);
-    if (getpid() != s->owner)
-        return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld; a child of "
-                      "fork() cannot write through that handle", op, s->path, (long)s->owner);
-    return 0;
+    pid_t me = getpid(), owner = atomic_load(&s->owner);
+    if (me == owner)
+        return 0;
+    if (getppid() != owner && !process_runs(owner)) {
+        atomic_compare_exchange_strong(&s->owner, &owner, me);
+        if (atomic_load(&s->owner) == me)
+            return 0;
+    }
+    return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld, which still runs; "
+                  "a child of fork() cannot write through that handle", op, s->path, (long)owner);
 }
 
 ZR_API int zr_sync(zr_store *s)

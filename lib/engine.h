@@ -50,7 +50,7 @@ struct zr_store {
     int dirfd;
     int metafd; /* holds the flock for the handle's lifetime */
     bool writable;
-    pid_t owner; /* the process that opened it: only it writes through it */
+    _Atomic pid_t owner; /* the process that writes through it (engine.c) */
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
 
     struct zr_identity id;
@@ -103,8 +103,8 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
 int zr_engine_sync_locked(zr_store *s);
 /* 0 if s may change the store (op names the call in the message):
  * ZR_EINVAL for NULL, ZR_EROFS for a read-only handle, ZR_EBUSY in a
- * child of fork() of the process that opened it. */
-int zr_engine_writer(const zr_store *s, const char *op);
+ * child of fork() while the process that opened it still runs. */
+int zr_engine_writer(zr_store *s, const char *op);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);

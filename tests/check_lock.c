@@ -262,6 +262,59 @@ START_TEST(forked_child_cannot_write_through_the_parents_handle)
 }
 END_TEST
 
+/* The daemon pattern: a process opens the store, forks and exits; the
+ * child, reparented, takes the handle over and writes through it (the
+ * starter is a zombie meanwhile: it counts as gone). */
+START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
+{
+    char *path = make_store();
+    int rep[2];
+    ck_assert_int_eq(pipe(rep), 0);
+    pid_t starter = fork();
+    ck_assert_int_ge(starter, 0);
+    if (starter == 0) {
+        close(rep[0]);
+        zr_store *s;
+        if (zr_open(&s, path, ZR_RDWR) != 0)
+            _exit(2);
+        pid_t self = getpid(), daemon = fork();
+        if (daemon != 0)
+            _exit(daemon > 0 ? 0 : 3);
+        /* Wait (at most 10 s) to be reparented: the starter has exited. */
+        for (int k = 0; k < 10000 && getppid() == self; k++)
+            usleep(1000);
+        uint32_t ndim;
+        const uint64_t *shape = zr_item_shape(s, &ndim);
+        void *buf = zt_dense_gen(zr_dtype(s), shape[0], SEED, 20, 5);
+        int rc = zr_append_dense(s, zr_dtype(s), shape, ndim, buf, 5, NULL);
+        if (rc == 0)
+            rc = zr_sync(s);
+        if (write(rep[1], &rc, sizeof rc) != sizeof rc)
+            _exit(5);
+        _exit(0);
+    }
+    close(rep[1]);
+    int rc = 1;
+    ck_assert_int_eq(read(rep[0], &rc, sizeof rc), (ssize_t)sizeof rc);
+    char b;
+    ck_assert_int_eq(read(rep[0], &b, 1), 0); /* the daemon has exited */
+    close(rep[0]);
+    int status;
+    ck_assert_int_eq(waitpid(starter, &status, 0), starter);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_msg(rc == 0, "the daemon's append gave %d", rc);
+    zr_store *s;
+    /* The daemon's lock goes with its descriptors as it exits. */
+    for (int k = 0; zr_open(&s, path, ZR_RDONLY) == ZR_EBUSY && k < 1000; k++)
+        usleep(1000);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(zr_len(s), 25);
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_lock(void)
 {
     Suite *s = suite_create("lock");
@@ -275,6 +328,7 @@ Suite *suite_lock(void)
     tcase_add_test(tc, killed_writer_releases_the_store);
     tcase_add_test(tc, second_handle_in_the_same_process_is_busy);
     tcase_add_test(tc, forked_child_cannot_write_through_the_parents_handle);
+    tcase_add_test(tc, daemon_takes_over_the_handle_once_its_starter_exits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -156,7 +156,10 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * ZR_RDWR (exclusive lock: one writer), optionally or'd with ZR_NOMAP. A
  * conflicting lock fails at once. A handle belongs to the process that
  * opened it: a child of fork() may gather through an inherited handle,
- * but append, delete, compact and sync through it give ZR_EBUSY.
+ * but append, delete, compact and sync through it give ZR_EBUSY while
+ * that process runs. Once it has exited, a process that inherited the
+ * handle (a daemon whose starter has exited, as after daemon(3)) takes it
+ * over.
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 

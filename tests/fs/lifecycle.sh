@@ -54,11 +54,42 @@ for how in TERM unmount; do
     ok "daemon mode: ready on return, $how unmounts and ends the daemon"
 done
 
+# In daemon mode -o rw changes the stores: the daemon, not the process
+# that opened them and went, writes through their handles.
+cp -a "$tmp/tree/ragged_raw" "$tmp/rwstore"
+"$ZRFS" -o rw "$tmp/rwstore" "$m" 2> "$tmp/err" || { cat "$tmp/err" >&2; fail "zrecordfs -o rw (daemon) failed"; }
+d=$(daemon_of "$m")
+daemons="$daemons $d"
+n=$(ls "$m" | wc -l)
+last=$((n - 1))
+$PY - "$m" << 'PYEOF' || fail "delete and compact on a daemon-mode -o rw mount"
+import os, sys
+m = sys.argv[1]
+fd = os.open(os.path.join(m, ".delete"), os.O_WRONLY)
+os.write(fd, b"0\n")
+os.close(fd)  # the delete happens here; an error would raise
+fd = os.open(os.path.join(m, ".compact"), os.O_WRONLY)
+os.write(fd, b"1")
+os.close(fd)
+PYEOF
+[ "$(ls "$m" | wc -l)" = "$last" ] || fail "daemon-mode delete: $(ls "$m" | wc -l) records, expected $last"
+cmp -s "$m/0" "$tmp/exp/ragged_raw/$last" || fail "daemon-mode delete: 0 is not the old last record"
+grep -q '"compactions": 1' "$m/.compact" || fail "daemon-mode compact: $(cat "$m/.compact")"
+fusermount3 -u "$m"
+wait_gone "$d"
+ok "daemon mode: -o rw deletes and compacts"
+
 "$ZRFS" "$tmp/tree" "$m" 2> /dev/null || fail "zrecordfs (daemon) failed"
 d=$(daemon_of "$m")
 kill -KILL "$d"
 wait_gone "$d"
 $CHECK errno read "$m/ragged_raw/7" ENOTCONN
+# Mounting over the dead mount would stack a second one on it: refused,
+# with the way out in the message.
+rc=0
+"$ZRFS" "$tmp/tree" "$m" 2> "$tmp/err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'fusermount3 -u' "$tmp/err" || fail "mount over a dead mount: exit $rc, $(cat "$tmp/err")"
+[ "$(grep -c " $m " /proc/self/mounts)" = 1 ] || fail "a mount was stacked on the dead one"
 fusermount3 -u "$m" 2> /dev/null || fusermount3 -uz "$m"
 mount_fs "$m" "$tmp/tree"
 cmp -s "$m/ragged_raw/7" "$tmp/exp/ragged_raw/7" || fail "read after remount differs"
