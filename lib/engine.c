@@ -503,11 +503,9 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
     int access = mode & ~ZR_NOMAP;
     if (!out || !path || (access != ZR_RDONLY && access != ZR_RDWR))
         return zr_err(ZR_EINVAL, "zr_open: bad arguments");
-    if (!path[0]) {
-        *out = NULL;
-        return zr_err(ZR_EINVAL, "zr_open: the store path is empty");
-    }
     *out = NULL;
+    if (!path[0])
+        return zr_err(ZR_EINVAL, "zr_open: the store path is empty");
     zr_store *s = store_alloc(path, access == ZR_RDWR);
     if (!s)
         return zr_err(ZR_ENOMEM, "opening %s", path);
@@ -613,8 +611,8 @@ static int check_folder_is_free(int dirfd, const char *path)
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !is_store_file(e->d_name))
-            rc = zr_err(ZR_EEXIST, "%s holds other files (%s); a store needs a new or empty folder",
-                        path, e->d_name);
+            rc = zr_err(ZR_EEXIST, "%s is a folder that holds other files (%s); give a new or "
+                        "empty folder for the store", path, e->d_name);
     closedir(d);
     return rc;
 }
@@ -647,7 +645,8 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
         return zr_err(ZR_EINVAL, "the store path is empty");
     struct stat st;
     if (zr_io.fstatat(AT_FDCWD, path, &st, 0) == 0 && !S_ISDIR(st.st_mode))
-        return zr_err(ZR_EEXIST, "%s exists and is not a folder", path);
+        return zr_err(ZR_EEXIST, "%s exists and is not a folder; give a new or empty folder for "
+                      "the store", path);
     int rc = make_dirs(path);
     if (rc != 0)
         return rc;
@@ -822,11 +821,11 @@ int zr_engine_writer(zr_store *s, const char *op)
     pid_t me = getpid(), owner = atomic_load(&s->owner);
     if (me == owner)
         return 0;
-    if (getppid() != owner && !process_runs(owner)) {
-        atomic_compare_exchange_strong(&s->owner, &owner, me);
-        if (atomic_load(&s->owner) == me)
-            return 0;
-    }
+    /* On a lost race owner becomes the winner: another thread of this
+     * process, which is as good. */
+    if (getppid() != owner && !process_runs(owner) &&
+        (atomic_compare_exchange_strong(&s->owner, &owner, me) || owner == me))
+        return 0;
     return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld, which still runs; "
                   "a child of fork() cannot write through that handle", op, s->path, (long)owner);
 }

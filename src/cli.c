@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -350,34 +349,6 @@ void cli_out_abort(struct cli_out *o)
     *o = (struct cli_out){.fd = -1};
 }
 
-/* The names a store's own files have (doc/format.md): what a creation
- * that died before writing store.zr may have left behind. */
-static bool is_store_file(const char *name)
-{
-    static const char *const fixed[] = {"meta.zr", "dict.zr", "intent.zr"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (strcmp(name, fixed[i]) == 0)
-            return true;
-    size_t digits = strspn(name, "0123456789");
-    return digits > 0 && (strcmp(name + digits, ".chunk") == 0 || strcmp(name + digits, ".loc") == 0);
-}
-
-/* 1 if the folder holds anything but a store's own files, 0 if not, -1
- * (errno set) if it cannot be read. */
-static int holds_other_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !is_store_file(e->d_name))
-            found = 1;
-    closedir(d);
-    return found;
-}
-
 int cli_create_begin(struct cli_created *c, const char *store)
 {
     *c = (struct cli_created){0};
@@ -389,20 +360,6 @@ int cli_create_begin(struct cli_created *c, const char *store)
     free(marker);
     if (exists)
         return cli_fail("%s already holds a store", store);
-    /* A store is a folder of its own: its files are not mixed into a
-     * folder of other files (which a later --files import of that folder
-     * would then take as records). */
-    if (stat(store, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return cli_fail("%s exists and is not a folder; give a new or empty folder for the store",
-                            store);
-        int other = holds_other_files(store);
-        if (other < 0)
-            return cli_fail("%s: %s", store, strerror(errno));
-        if (other)
-            return cli_fail("%s is a folder that holds other files; give a new or empty folder for "
-                            "the store", store);
-    }
     c->store = strdup(store);
     if (!c->store)
         return cli_fail("out of memory");

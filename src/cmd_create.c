@@ -80,9 +80,10 @@ static int run_create(int argc, char **argv)
     zr_store *s = NULL;
     if (rc == EXIT_OK) {
         zr_create_opts copts = {.codec = codec, .dict = dict, .dict_len = dict_len};
-        attempted = true;
         int zrc = ragged ? zr_ragged_create(&s, store, dtype, &copts)
                          : zr_dense_create(&s, store, dtype, shape, ndim, &copts);
+        /* ZR_EEXIST: refused before anything was written */
+        attempted = zrc != ZR_EEXIST;
         if (zrc != 0)
             rc = cli_fail_lib(NULL);
     }

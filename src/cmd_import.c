@@ -274,10 +274,11 @@ static int run_import(int argc, char **argv)
     }
     if (rc == EXIT_OK) {
         zr_create_opts copts = {.codec = o.codec, .dict = dict, .dict_len = dict_len};
-        attempted = true;
         int zrc = o.files ? zr_ragged_create(&s, o.store, "|u1", &copts)
                           : zr_dense_create(&s, o.store, src.h.descr, src.item_shape,
                                             src.item_ndim, &copts);
+        /* ZR_EEXIST: refused before anything was written */
+        attempted = zrc != ZR_EEXIST;
         if (zrc != 0)
             rc = cli_fail_lib(NULL);
     }

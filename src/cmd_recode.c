@@ -115,10 +115,11 @@ static int run_recode(int argc, char **argv)
         zr_create_opts copts = {.codec = codec, .dict = dict, .dict_len = dict_len};
         uint32_t ndim;
         const uint64_t *shape = zr_item_shape(src, &ndim);
-        attempted = true;
         int zrc = zr_kind(src) == ZR_RAGGED
                       ? zr_ragged_create(&dst, dst_path, zr_dtype(src), &copts)
                       : zr_dense_create(&dst, dst_path, zr_dtype(src), shape, ndim, &copts);
+        /* ZR_EEXIST: refused before anything was written */
+        attempted = zrc != ZR_EEXIST;
         if (zrc != 0)
             rc = cli_fail_lib(NULL);
     }

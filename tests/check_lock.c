@@ -71,6 +71,35 @@ static void let_go(struct holder *h)
     close(h->release);
 }
 
+/* Fork a child that reports to the parent through a pipe. Returns 0 in
+ * the child, with *fd the write end, and the child's pid in the parent,
+ * with *fd the read end. */
+static pid_t fork_reporting(int *fd)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    close(p[pid == 0 ? 0 : 1]);
+    *fd = p[pid == 0 ? 1 : 0];
+    return pid;
+}
+
+/* In the parent: read the child's report (len bytes), wait until every
+ * process holding the pipe has gone (end of file), reap the child and
+ * return its wait status, having checked it exited rather than crashed. */
+static int collect(pid_t pid, int fd, void *report, size_t len)
+{
+    ck_assert_int_eq(read(fd, report, len), (ssize_t)len);
+    char b;
+    ck_assert_int_eq(read(fd, &b, 1), 0);
+    close(fd);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return status;
+}
+
 static char *make_store(void)
 {
     char *path = zt_path("s");
@@ -139,24 +168,16 @@ START_TEST(child_cannot_open_while_the_parent_writes)
     char *path = make_store();
     zr_store *w;
     ZR_OK_CALL(zr_open(&w, path, ZR_RDWR));
-    int rep[2];
-    ck_assert_int_eq(pipe(rep), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    int fd;
+    pid_t pid = fork_reporting(&fd);
     if (pid == 0) {
-        close(rep[0]);
         zr_store *s;
         int rc[2] = {zr_open(&s, path, ZR_RDWR), zr_open(&s, path, ZR_RDONLY)};
         free(path);
-        _exit(write(rep[1], rc, sizeof rc) == sizeof rc ? 0 : 2);
+        _exit(write(fd, rc, sizeof rc) == sizeof rc ? 0 : 2);
     }
-    close(rep[1]);
     int rc[2] = {0, 0};
-    ck_assert_int_eq(read(rep[0], rc, sizeof rc), (ssize_t)sizeof rc);
-    close(rep[0]);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status));
+    collect(pid, fd, rc, sizeof rc);
     ck_assert_int_eq(rc[0], ZR_EBUSY);
     ck_assert_int_eq(rc[1], ZR_EBUSY);
     /* The parent's handle is unaffected. */
@@ -212,12 +233,13 @@ START_TEST(forked_child_cannot_write_through_the_parents_handle)
     char *path = make_store();
     zr_store *s;
     ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
-    int rep[2];
-    ck_assert_int_eq(pipe(rep), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    int fd;
+    pid_t pid = fork_reporting(&fd);
+    struct {
+        int rc[6];
+        bool named;
+    } got = {{0}, false};
     if (pid == 0) {
-        close(rep[0]);
         const uint64_t shape[] = {16};
         uint16_t rec[16] = {0};
         uint64_t idx[] = {3, 0}, del = 1, first = 0;
@@ -230,25 +252,17 @@ START_TEST(forked_child_cannot_write_through_the_parents_handle)
             zr_gather_dense(s, idx, 2, two),
             (int)zr_len(s),
         };
-        bool named = strstr(zr_last_error(), "fork") != NULL;
-        if (write(rep[1], rc, sizeof rc) != sizeof rc || write(rep[1], &named, 1) != 1)
-            _exit(2);
-        _exit(0); /* no zr_close: the parent still owns the handle */
+        memcpy(got.rc, rc, sizeof rc);
+        got.named = strstr(zr_last_error(), "fork") != NULL;
+        /* no zr_close: the parent still owns the handle */
+        _exit(write(fd, &got, sizeof got) == sizeof got ? 0 : 2);
     }
-    close(rep[1]);
-    int rc[6];
-    bool named = false;
-    ck_assert_int_eq(read(rep[0], rc, sizeof rc), (ssize_t)sizeof rc);
-    ck_assert_int_eq(read(rep[0], &named, 1), 1);
-    close(rep[0]);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status));
+    collect(pid, fd, &got, sizeof got);
     for (int k = 0; k < 4; k++)
-        ck_assert_int_eq(rc[k], ZR_EBUSY);
-    ck_assert_msg(named, "the refusal does not say why (fork)");
-    ck_assert_int_eq(rc[4], 0); /* reads are fine */
-    ck_assert_int_eq(rc[5], 20);
+        ck_assert_int_eq(got.rc[k], ZR_EBUSY);
+    ck_assert_msg(got.named, "the refusal does not say why (fork)");
+    ck_assert_int_eq(got.rc[4], 0); /* reads are fine */
+    ck_assert_int_eq(got.rc[5], 20);
     /* The parent's handle is intact and still the writer. */
     ck_assert_uint_eq(zr_len(s), 20);
     zt_append_dense_gen(s, SEED, 5);
@@ -268,12 +282,9 @@ END_TEST
 START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
 {
     char *path = make_store();
-    int rep[2];
-    ck_assert_int_eq(pipe(rep), 0);
-    pid_t starter = fork();
-    ck_assert_int_ge(starter, 0);
+    int fd;
+    pid_t starter = fork_reporting(&fd);
     if (starter == 0) {
-        close(rep[0]);
         zr_store *s;
         if (zr_open(&s, path, ZR_RDWR) != 0)
             _exit(2);
@@ -289,19 +300,12 @@ START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
         int rc = zr_append_dense(s, zr_dtype(s), shape, ndim, buf, 5, NULL);
         if (rc == 0)
             rc = zr_sync(s);
-        if (write(rep[1], &rc, sizeof rc) != sizeof rc)
-            _exit(5);
-        _exit(0);
+        _exit(write(fd, &rc, sizeof rc) == sizeof rc ? 0 : 5);
     }
-    close(rep[1]);
     int rc = 1;
-    ck_assert_int_eq(read(rep[0], &rc, sizeof rc), (ssize_t)sizeof rc);
-    char b;
-    ck_assert_int_eq(read(rep[0], &b, 1), 0); /* the daemon has exited */
-    close(rep[0]);
-    int status;
-    ck_assert_int_eq(waitpid(starter, &status, 0), starter);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* End of file: the daemon, the last to hold the pipe, has exited. */
+    int status = collect(starter, fd, &rc, sizeof rc);
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
     ck_assert_msg(rc == 0, "the daemon's append gave %d", rc);
     zr_store *s;
     /* The daemon's lock goes with its descriptors as it exits. */
