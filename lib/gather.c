@@ -3,9 +3,11 @@
  * caller's memory.
  *
  * The record table and the chunks are read through read-only shared
- * mappings, so a warm gather makes no system call per record: it checks
- * the entry (R5), then copies (raw) or decompresses (zstd) straight from
- * the page cache into the destination. The batch is cut into contiguous
+ * mappings, so a warm gather of small records makes no system call per
+ * record: it checks the entry (R5), then copies (raw) or decompresses
+ * (zstd) straight from the page cache into the destination. Raw records
+ * of PREAD_MIN_RAW bytes or more are read with pread instead (see
+ * there). The batch is cut into contiguous
  * blocks of requests that the pool's threads claim; each block takes one
  * zstd context and reuses it for all of its records. Dense blocks hold
  * equal record counts; Ragged blocks are cut at equal shares of the
@@ -20,6 +22,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +97,31 @@ static inline void prefetch_loc(const zr_store *s, uint64_t i)
 #define DATA_AHEAD 4
 _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entry");
 
+/* Raw records this large are copied by the kernel (pread), not from the
+ * mapping. A copy from the mapping touches the record's pages through the
+ * process's page tables: after the thread has been switched out (the
+ * training step between two batches, another process, a wait on the
+ * pool) the TLB is cold, and on a virtual machine that shadows the guest's
+ * page tables each 4 KiB page can then cost a trip to the hypervisor. The
+ * kernel copies through its own huge-page mapping of memory instead, for
+ * one system call per record. On a two-core virtual machine a large record
+ * copied from the mapping ran at a quarter to a half of pread's speed when
+ * other processes ran between batches, and at 1.5 times it when nothing
+ * else ran; at 16 KiB, pread was slower in both cases. */
+#define PREAD_MIN_RAW (64u << 10)
+
+/* Whether record l is read with pread rather than from the mapping. */
+static inline bool by_pread(const zr_store *s, const struct zr_loc *l)
+{
+    return s->nomap || (s->codec == ZR_CODEC_RAW && l->phys_length >= PREAD_MIN_RAW);
+}
+
 /* Ask the CPU for the first bytes of the record a checked entry names
- * (nothing for ZR_NOMAP handles, which never touch the mapping). */
+ * (nothing for a record read with pread: its pages are not touched
+ * through the mapping). */
 static inline void prefetch_record(const zr_store *s, const struct zr_loc *l)
 {
-    if (s->nomap)
+    if (by_pread(s, l))
         return;
     const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
     __builtin_prefetch(src);
@@ -199,7 +222,7 @@ static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i
                     const struct zr_loc *l, uint8_t *out, size_t room)
 {
     const uint8_t *src = NULL;
-    if (s->nomap) {
+    if (by_pread(s, l)) {
         int rc = pread_loc(s, i, l, out, sc, &src);
         if (rc != 0)
             return rc;

@@ -1,10 +1,11 @@
 /*
- * check_nomap.c: handles opened with ZR_NOMAP, whose gathers read records
- * with pread instead of through the chunk mappings. They must return
- * exactly what a mapped handle returns, for every kind and codec, leave
- * the chunk mappings untouched (nothing of the store resident in the
- * process, read from /proc/self/smaps, not from the library), and report
- * a chunk that shrank under them as corrupt.
+ * check_nomap.c: records read with pread instead of through the chunk
+ * mappings: every record of a handle opened with ZR_NOMAP, and raw
+ * records of 64 KiB or more on any handle. They must come back exactly as
+ * a mapped handle returns them, for every kind and codec, leave the chunk
+ * mappings untouched (nothing of the store resident in the process, read
+ * from /proc/self/smaps, not from the library), and report a chunk that
+ * shrank under them as corrupt.
  */
 #include <check.h>
 #include <stdio.h>
@@ -48,17 +49,19 @@ static zr_create_opts opts_for(int codec, bool ragged, uint64_t seed, void **dic
     return o;
 }
 
-/* A store of kind (Dense or Ragged) and codec with n generated records. */
-static char *make_store(bool ragged, int codec, uint64_t seed, uint64_t n)
+/* A store of kind (Dense: records of rows x 8 int32; Ragged: up to
+ * maxdim x maxdim) and codec with n generated records. */
+static char *make_sized_store(bool ragged, int codec, uint64_t seed, uint64_t n, uint64_t rows,
+                              uint64_t maxdim)
 {
     void *dict;
     zr_create_opts o = opts_for(codec, ragged, seed, &dict);
     char *path = zt_path("s");
     zr_store *s;
-    const uint64_t shape[] = {64, 8};
+    const uint64_t shape[] = {rows, 8};
     if (ragged) {
         ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &o));
-        zt_append_ragged_gen(s, seed, n, 2, 40);
+        zt_append_ragged_gen(s, seed, n, 2, maxdim);
     } else {
         ZR_OK_CALL(zr_dense_create(&s, path, "<i4", shape, 2, &o));
         zt_append_dense_gen(s, seed, n);
@@ -67,6 +70,16 @@ static char *make_store(bool ragged, int codec, uint64_t seed, uint64_t n)
     free(dict);
     return path;
 }
+
+/* Records of 2 KiB (Dense) or up to 6.4 KiB (Ragged). */
+static char *make_store(bool ragged, int codec, uint64_t seed, uint64_t n)
+{
+    return make_sized_store(ragged, codec, seed, n, 64, 40);
+}
+
+/* Dense records of 2,100 x 8 int32 (65.6 KiB), just over the size from
+ * which raw records are read with pread. */
+#define BIG_ROWS 2100
 
 START_TEST(nomap_gathers_what_a_mapped_handle_gathers)
 {
@@ -189,6 +202,73 @@ START_TEST(open_rejects_unknown_mode_bits)
 }
 END_TEST
 
+/* Raw records of 64 KiB or more are read with pread on a mapped handle
+ * too. Dense: all of them; Ragged: records of 4 bytes to 156 KiB, so a
+ * batch mixes records copied from the mapping and records read with
+ * pread. */
+START_TEST(large_raw_records_gather_exactly_on_a_mapped_handle)
+{
+    bool ragged = _i == 1;
+    uint64_t seed = 110 + (uint64_t)_i, n = ragged ? 200 : 60;
+    char *path = make_sized_store(ragged, ZR_CODEC_RAW, seed, n, BIG_ROWS, 200);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    uint64_t idx[300];
+    for (size_t k = 0; k < 300; k++)
+        idx[k] = (k * 37 + 11) % n;
+    if (ragged) {
+        zt_check_ragged_all(s, seed, 2, 200);
+        zt_check_ragged_idx(s, seed, idx, 300, 2, 200);
+    } else {
+        zt_check_dense_all(s, seed);
+        zt_check_dense_idx(s, seed, idx, 300);
+    }
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+START_TEST(large_raw_records_stay_out_of_the_mapping)
+{
+    char *path = make_sized_store(false, ZR_CODEC_RAW, 120, 40, BIG_ROWS, 0);
+    char *chunk = zt_join(path, "0.chunk");
+    char *real = realpath(chunk, NULL);
+    ck_assert_ptr_nonnull(real);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zt_check_dense_all(s, 120);
+    /* 40 records of 65.6 KiB were gathered; not one of their pages is
+     * resident through this process's mapping of the chunk. */
+    ck_assert_int_le(mapping_rss_kb(real), 0);
+    zr_close(s);
+    free(real);
+    free(chunk);
+    free(path);
+}
+END_TEST
+
+/* Where a mapped copy would have died of SIGBUS, pread sees the end of
+ * the file. */
+START_TEST(large_raw_record_past_a_shrunk_chunk_is_corrupt)
+{
+    char *path = make_sized_store(false, ZR_CODEC_RAW, 130, 30, BIG_ROWS, 0);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    size_t width = (size_t)BIG_ROWS * 8 * 4;
+    uint8_t *one = malloc(width);
+    uint64_t first = 0, last = 29;
+    ZR_OK_CALL(zr_gather_dense(s, &first, 1, one));
+    char *chunk = zt_join(path, "0.chunk");
+    ck_assert_int_eq(truncate(chunk, zt_file_size(chunk) / 2), 0);
+    ZR_FAIL_CALL(zr_gather_dense(s, &last, 1, one), ZR_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "record 29"));
+    zr_close(s);
+    free(one);
+    free(chunk);
+    free(path);
+}
+END_TEST
+
 Suite *suite_nomap(void)
 {
     Suite *s = suite_create("nomap");
@@ -198,6 +278,9 @@ Suite *suite_nomap(void)
     tcase_add_loop_test(tc, nomap_gather_leaves_the_chunk_pages_out_of_the_process, 0, 2);
     tcase_add_loop_test(tc, nomap_reports_a_chunk_shorter_than_its_entries_as_corrupt, 0, 2);
     tcase_add_test(tc, open_rejects_unknown_mode_bits);
+    tcase_add_loop_test(tc, large_raw_records_gather_exactly_on_a_mapped_handle, 0, 2);
+    tcase_add_test(tc, large_raw_records_stay_out_of_the_mapping);
+    tcase_add_test(tc, large_raw_record_past_a_shrunk_chunk_is_corrupt);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -75,7 +75,10 @@ extern "C" {
  * through a mapping of the chunks, so the process maps none of the
  * store's pages and its resident set does not grow with the records it
  * reads (the pages stay in the kernel's page cache, shared). It costs a
- * system call per record: on small records a mapped gather is faster. */
+ * system call per record: on small records a mapped gather is faster.
+ * Without it, raw records of 64 KiB or more are read with pread all the
+ * same (the kernel's copy does not take a TLB miss per page); smaller and
+ * compressed records are read through the mapping. */
 #define ZR_NOMAP 2
 
 /* Dictionary training tiers: dictionary size / training sample budget. */

@@ -231,7 +231,8 @@ class _Store:
         pread instead of through a mapping, so the process's resident set
         does not grow with the store (what top and ps call RSS counts every
         mapped page a process has touched); a mapped read is faster for
-        small records.
+        small records. Raw records of 64 KiB or more are read with pread
+        either way.
         """
         out = ffi.new("zr_store **")
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
