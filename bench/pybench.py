@@ -733,8 +733,9 @@ def report(args, res):
       "with pread, so that none of the store is mapped into the process. "
       "This is the row the targets use.")
     w("- loaderx: the same over stores opened with `readonly=True` (the "
-      "default `mmap=True`): records copied out of a mapping of the "
-      "store, whose touched pages count in the process's RSS.")
+      "default `mmap=True`): the labels copied out of a mapping of their "
+      "store, whose touched pages count in the process's RSS; the images, "
+      "raw records of 64 KiB or more, are read with pread all the same.")
     w("- loaderx-prefetch2: the mapped stores with the default prefetch=2.")
     w("- torch: `torch.utils.data.DataLoader(batch_size="
       f"{args.batch}, num_workers=2, prefetch_factor=2)` (4 batches in "
