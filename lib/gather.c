@@ -104,10 +104,12 @@ _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entr
  * pool) the TLB is cold, and on a virtual machine that shadows the guest's
  * page tables each 4 KiB page can then cost a trip to the hypervisor. The
  * kernel copies through its own huge-page mapping of memory instead, for
- * one system call per record. On a two-core virtual machine a large record
- * copied from the mapping ran at a quarter to a half of pread's speed when
- * other processes ran between batches, and at 1.5 times it when nothing
- * else ran; at 16 KiB, pread was slower in both cases. */
+ * one system call per record. On a two-core virtual machine, 147 KiB
+ * records copied from the mapping ran at a quarter to a third of pread's
+ * speed in zrbench's interleaved run (each store's batch in turn), at
+ * 0.8-0.95 of it when one other process ran between batches, and at 1.5
+ * times it when nothing else ran. At 16 KiB the mapping was 2.6 times
+ * faster when nothing else ran, and within a fifth of pread otherwise. */
 #define PREAD_MIN_RAW (64u << 10)
 
 /* Whether record l is read with pread rather than from the mapping. */
