@@ -6,10 +6,10 @@
  * mappings, so a warm gather of small records makes no system call per
  * record: it checks the entry (R5), then copies (raw) or decompresses
  * (zstd) straight from the page cache into the destination. Raw records
- * of PREAD_MIN_RAW bytes or more are read with pread instead (see
- * there). The batch is cut into contiguous
- * blocks of requests that the pool's threads claim; each block takes one
- * zstd context and reuses it for all of its records. Dense blocks hold
+ * of PREAD_MIN_RAW bytes or more are read with pread instead (see there).
+ * The batch is cut into contiguous blocks of requests that the pool's
+ * threads claim; each block takes one zstd context and reuses it for all
+ * of its records. Dense blocks hold
  * equal record counts; Ragged blocks are cut at equal shares of the
  * batch's decoded bytes (read from the entries first), so that a few large
  * records do not leave one thread working while the others wait. A batch

@@ -293,54 +293,44 @@ START_TEST(transform_runs_on_workers_and_edits_batches_in_place)
 }
 END_TEST
 
-START_TEST(transform_error_surfaces_from_next_with_its_code)
+/* A failing transform fails its step, and next() returns the code: a
+ * negative return as it is, a positive one as ZR_EINVAL (not a code that
+ * looks like success or a count). The failed step is consumed; the run
+ * carries on with the next one. */
+static const struct tx_failure {
+    int mode;
+    unsigned depth, threads;
+    uint64_t step;
+    int code, want;
+    const char *message;
+} tx_failures[] = {
+    {ZR_IID, 4, 3, 5, -1000, -1000, "transform failed at step 5"},
+    {ZR_SEQUENTIAL, 2, 1, 2, 7, ZR_EINVAL, "returned 7"},
+};
+
+START_TEST(transform_failure_surfaces_from_next)
 {
+    const struct tx_failure *c = &tx_failures[_i];
     struct fixture f;
     setup(&f);
-    struct tx_state st = {.caller = pthread_self(), .fail_step = 5, .fail_code = -1000};
-    zr_loader_opts o = {.mode = ZR_IID, .batch = 8, .depth = 4, .threads = 3,
+    struct tx_state st = {.caller = pthread_self(), .fail_step = c->step, .fail_code = c->code};
+    zr_loader_opts o = {.mode = c->mode, .batch = 8, .depth = c->depth, .threads = c->threads,
                         .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *b;
-    for (uint64_t s = 0; s < 5; s++) {
+    for (uint64_t s = 0; s < c->step; s++) {
         ZR_OK_CALL(zr_loader_next(ld, &b));
         ck_assert_uint_eq(b->step, s);
         zr_batch_release(b);
     }
-    ck_assert_int_eq(zr_loader_next(ld, &b), -1000);
+    ck_assert_int_eq(zr_loader_next(ld, &b), c->want);
     ck_assert_ptr_null(b);
-    ck_assert_ptr_nonnull(strstr(zr_last_error(), "transform failed at step 5"));
-    /* The failed step is consumed; the run carries on with the next one. */
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), c->message));
     ZR_OK_CALL(zr_loader_next(ld, &b));
-    ck_assert_uint_eq(b->step, 6);
+    ck_assert_uint_eq(b->step, c->step + 1);
     zr_batch_release(b);
     zr_loader_destroy(ld);
     check_aux_balanced(&st);
-    teardown(&f);
-}
-END_TEST
-
-/* A transform that returns a positive number fails its step with
- * ZR_EINVAL, not with a code that looks like success or a count. */
-START_TEST(transform_positive_return_is_einval)
-{
-    struct fixture f;
-    setup(&f);
-    struct tx_state st = {.caller = pthread_self(), .fail_step = 2, .fail_code = 7};
-    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 2, .threads = 1,
-                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
-    zr_loader *ld = open_loader(&f, &o);
-    zr_batch *b;
-    for (int s = 0; s < 2; s++) {
-        ZR_OK_CALL(zr_loader_next(ld, &b));
-        zr_batch_release(b);
-    }
-    ck_assert_int_eq(zr_loader_next(ld, &b), ZR_EINVAL);
-    ck_assert_ptr_nonnull(strstr(zr_last_error(), "returned 7"));
-    ZR_OK_CALL(zr_loader_next(ld, &b));
-    ck_assert_uint_eq(b->step, 3);
-    zr_batch_release(b);
-    zr_loader_destroy(ld);
     teardown(&f);
 }
 END_TEST
@@ -653,8 +643,8 @@ Suite *suite_loader(void)
     tcase_add_test(tc, batches_equal_direct_gathers_at_every_depth_and_thread_count);
     tcase_add_test(tc, start_step_resumes_exactly_where_a_run_stood);
     tcase_add_test(tc, transform_runs_on_workers_and_edits_batches_in_place);
-    tcase_add_test(tc, transform_error_surfaces_from_next_with_its_code);
-    tcase_add_test(tc, transform_positive_return_is_einval);
+    tcase_add_loop_test(tc, transform_failure_surfaces_from_next, 0,
+                        (int)(sizeof tx_failures / sizeof tx_failures[0]));
     tcase_add_test(tc, transform_cannot_take_from_its_own_loader);
     tcase_add_test(tc, double_release_does_not_share_buffers);
     tcase_add_test(tc, gather_error_surfaces_from_next_for_its_step);

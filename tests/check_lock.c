@@ -111,6 +111,14 @@ static char *make_store(void)
     return path;
 }
 
+/* Open a fresh store for writing, then fork_reporting. */
+static pid_t open_writer_and_fork(char **path, zr_store **w, int *fd)
+{
+    *path = make_store();
+    ZR_OK_CALL(zr_open(w, *path, ZR_RDWR));
+    return fork_reporting(fd);
+}
+
 START_TEST(writer_in_another_process_excludes_every_open)
 {
     char *path = make_store();
@@ -165,11 +173,10 @@ END_TEST
 /* The parent writes; a child's opens are refused. */
 START_TEST(child_cannot_open_while_the_parent_writes)
 {
-    char *path = make_store();
+    char *path;
     zr_store *w;
-    ZR_OK_CALL(zr_open(&w, path, ZR_RDWR));
     int fd;
-    pid_t pid = fork_reporting(&fd);
+    pid_t pid = open_writer_and_fork(&path, &w, &fd);
     if (pid == 0) {
         zr_store *s;
         int rc[2] = {zr_open(&s, path, ZR_RDWR), zr_open(&s, path, ZR_RDONLY)};
@@ -230,11 +237,10 @@ END_TEST
  * goes on writing, and no record of its is lost. */
 START_TEST(forked_child_cannot_write_through_the_parents_handle)
 {
-    char *path = make_store();
+    char *path;
     zr_store *s;
-    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
     int fd;
-    pid_t pid = fork_reporting(&fd);
+    pid_t pid = open_writer_and_fork(&path, &s, &fd);
     struct {
         int rc[6];
         bool named;
