@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -841,14 +842,42 @@ ZR_API int zr_sync(zr_store *s)
     return rc;
 }
 
+/* Whether the table's files (the first n) ask for huge pages: when they
+ * fit in a quarter of the RAM. A copy out of a mapping touches each of
+ * its pages through the TLB, which the kernel empties on every system
+ * call where page-table isolation is on; 2 MiB pages take 512 times fewer
+ * misses than 4 KiB ones (on a two-core virtual machine, 2 KiB records
+ * gathered at random from a 59 MiB store went from 0.5-0.7 GiB/s to
+ * 1.8-6.1 GiB/s). With MADV_HUGEPAGE the kernel reads pages that are not
+ * yet cached 2 MiB at a time and maps them whole; the cost is that read
+ * size, which a store much larger than the RAM, read at random, would pay
+ * on nearly every record. Pages already in the page cache keep the size
+ * they were written or read with. */
+static bool table_wants_huge_pages(const struct zr_ftable *t, uint32_t n)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return false;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += atomic_load_explicit(&zr_ftable_at(t, i)->size, memory_order_relaxed);
+    return total <= (uint64_t)pages / 4 * (uint64_t)page;
+}
+
 static int map_table(zr_store *s, struct zr_ftable *t)
 {
     uint32_t n = atomic_load_explicit(&t->count, memory_order_acquire);
-    for (uint32_t i = atomic_load(&t->mapped); i < n; i++) {
+    uint32_t i = atomic_load(&t->mapped);
+    bool huge = i < n && table_wants_huge_pages(t, n);
+    for (; i < n; i++) {
         struct zr_file *f = zr_ftable_at(t, i);
         void *map = zr_io.mmap(NULL, t->cap, PROT_READ, MAP_SHARED, f->fd, 0);
         if (map == MAP_FAILED)
             return zr_err_sys(errno, "mapping %s/%u.%s", s->path, i, t->suffix);
+        /* Advice only: a kernel without transparent huge pages refuses it,
+         * and the mapping works as it is. */
+        if (huge)
+            (void)madvise(map, t->cap, MADV_HUGEPAGE);
         f->map = map;
         atomic_store_explicit(&t->mapped, i + 1, memory_order_release);
     }

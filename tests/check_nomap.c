@@ -5,7 +5,8 @@
  * a mapped handle returns them, for every kind and codec, leave the chunk
  * mappings untouched (nothing of the store resident in the process, read
  * from /proc/self/smaps, not from the library), and report a chunk that
- * shrank under them as corrupt.
+ * shrank under them as corrupt. Also here: how the mappings themselves
+ * are made (huge pages for a store that fits in memory).
  */
 #include <check.h>
 #include <stdio.h>
@@ -130,6 +131,58 @@ static long mapping_rss_kb(const char *file)
     fclose(f);
     return rss;
 }
+
+/* Whether this process's mapping of file has the VmFlags flag (a
+ * two-letter code, as "hg" for MADV_HUGEPAGE), from /proc/self/smaps. */
+static bool mapping_has_flag(const char *file, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    bool in = false, has = false;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\n')
+            line[--n] = 0;
+        if (n > strlen(file) && strcmp(line + n - strlen(file), file) == 0) {
+            in = true;
+            continue;
+        }
+        if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            for (char *t = strtok(line + 8, " "); t; t = strtok(NULL, " "))
+                has |= strcmp(t, flag) == 0;
+            in = false;
+        }
+    }
+    fclose(f);
+    return has;
+}
+
+/* A store that fits in a quarter of the RAM is mapped with MADV_HUGEPAGE
+ * (its chunks and its record table), so that the kernel maps its pages
+ * 2 MiB at a time. Needs a kernel with transparent huge pages. */
+START_TEST(small_store_is_mapped_with_huge_pages)
+{
+    if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0)
+        return;
+    char *path = make_store(false, ZR_CODEC_RAW, 140, 50);
+    char *chunk = zt_join(path, "0.chunk"), *loc = zt_join(path, "0.loc");
+    char *rchunk = realpath(chunk, NULL), *rloc = realpath(loc, NULL);
+    ck_assert_ptr_nonnull(rchunk);
+    ck_assert_ptr_nonnull(rloc);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zt_check_dense_all(s, 140);
+    ck_assert(mapping_has_flag(rchunk, "hg"));
+    ck_assert(mapping_has_flag(rloc, "hg"));
+    zr_close(s);
+    free(rchunk);
+    free(rloc);
+    free(chunk);
+    free(loc);
+    free(path);
+}
+END_TEST
 
 START_TEST(nomap_gather_leaves_the_chunk_pages_out_of_the_process)
 {
@@ -281,6 +334,7 @@ Suite *suite_nomap(void)
     tcase_add_loop_test(tc, large_raw_records_gather_exactly_on_a_mapped_handle, 0, 2);
     tcase_add_test(tc, large_raw_records_stay_out_of_the_mapping);
     tcase_add_test(tc, large_raw_record_past_a_shrunk_chunk_is_corrupt);
+    tcase_add_test(tc, small_store_is_mapped_with_huge_pages);
     suite_add_tcase(s, tc);
     return s;
 }
