@@ -804,15 +804,86 @@ static bool process_runs(pid_t pid)
     return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
+/* The byte of meta.zr, far past its end, that a process taking over an
+ * inherited handle holds a POSIX record lock on. Such a lock belongs to
+ * one process and is not inherited across fork(), unlike the handle's
+ * flock, which every process sharing the handle holds together. */
+#define TAKEOVER_BYTE ((off_t)1 << 40)
+
+/* Whether every open file of table t is still the file of its name: a
+ * compact removes surplus files, and a later append makes new ones. */
+static bool same_files(const zr_store *s, const struct zr_ftable *t)
+{
+    uint32_t count = atomic_load(&t->count);
+    for (uint32_t id = 0; id < count; id++) {
+        char name[32];
+        struct stat open_st, named_st;
+        snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+        if (zr_io.fstat(zr_ftable_at(t, id)->fd, &open_st) != 0 ||
+            zr_io.fstatat(s->dirfd, name, &named_st, 0) != 0 || open_st.st_dev != named_st.st_dev ||
+            open_st.st_ino != named_st.st_ino)
+            return false;
+    }
+    return true;
+}
+
+/* Whether the store is as this handle saw it last: no intent pending, the
+ * committed header the same, every open file still in place. A handle
+ * inherited through fork() knows the store as it was at the fork, and the
+ * process that opened it may have written since. */
+static int unchanged_since_fork(zr_store *s, bool *same)
+{
+    uint8_t mine[ZR_HEADER_SIZE], disk[ZR_HEADER_SIZE];
+    int pending, rc = zr_intent_pending(s, &pending);
+    if (rc != 0)
+        return rc;
+    zr_header_encode(&s->hdr, mine);
+    if ((rc = zr_read_exact(s->metafd, disk, sizeof disk, 0, "meta.zr")) != 0)
+        return rc;
+    *same = !pending && memcmp(mine, disk, sizeof mine) == 0 && same_files(s, &s->chunks) &&
+            same_files(s, &s->segs);
+    return 0;
+}
+
+/* Make this process the one that writes through s, whose owner has exited:
+ * first take the takeover lock, so that of several processes that
+ * inherited the handle one at most writes through it; then check that the
+ * store has not changed since the fork. A refused process lets the lock go,
+ * since the store it would guard can no longer be written through this
+ * handle by anyone who shares it. Called with append_lock held. */
+static int take_over(zr_store *s, const char *op, pid_t owner)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = TAKEOVER_BYTE, .l_len = 1};
+    if (fcntl(s->metafd, F_SETLK, &fl) != 0) {
+        if (errno != EAGAIN && errno != EACCES)
+            return zr_err_sys(errno, "%s: locking %s/meta.zr", op, s->path);
+        struct flock who = fl;
+        long pid = fcntl(s->metafd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? who.l_pid : 0;
+        return zr_err(ZR_EBUSY, "%s: process %ld, which also inherited the handle on %s through "
+                      "fork(), writes through it", op, pid, s->path);
+    }
+    bool same = false;
+    int rc = unchanged_since_fork(s, &same);
+    if (rc == 0 && !same)
+        rc = zr_err(ZR_EBUSY, "%s: %s changed after this process inherited its handle through "
+                    "fork() (the opener, process %ld, has exited); close the handle and open the "
+                    "store again", op, s->path, (long)owner);
+    if (rc != 0) {
+        fl.l_type = F_UNLCK;
+        fcntl(s->metafd, F_SETLK, &fl);
+    }
+    return rc;
+}
+
 /* A child of fork() inherits the handle and its lock (one open file
  * description, shared), but not the parent's knowledge of the frontier
  * from then on: a write by both would overwrite each other's records. So
  * a handle is written through by one process: the one that opened it,
  * until it exits; then a process that inherited the handle (a daemon
  * whose starter has exited, the pattern of fuse_daemonize and daemon(3))
- * takes it over. A child is reparented when its parent exits, so while
- * getppid() is the owner, the owner runs. Two processes that both outlive
- * the owner would both take the handle over: not guarded. */
+ * takes it over, if the store is as it was at the fork (take_over). A
+ * child is reparented when its parent exits, so while getppid() is the
+ * owner, the owner runs. */
 int zr_engine_writer(zr_store *s, const char *op)
 {
     if (!s)
@@ -822,13 +893,17 @@ int zr_engine_writer(zr_store *s, const char *op)
     pid_t me = getpid(), owner = atomic_load(&s->owner);
     if (me == owner)
         return 0;
-    /* On a lost race owner becomes the winner: another thread of this
-     * process, which is as good. */
-    if (getppid() != owner && !process_runs(owner) &&
-        (atomic_compare_exchange_strong(&s->owner, &owner, me) || owner == me))
-        return 0;
-    return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld, which still runs; "
-                  "a child of fork() cannot write through that handle", op, s->path, (long)owner);
+    if (getppid() == owner || process_runs(owner))
+        return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld, which still runs; "
+                      "a child of fork() cannot write through that handle", op, s->path, (long)owner);
+    /* Another thread of this process may be taking over too. */
+    pthread_mutex_lock(&s->append_lock);
+    owner = atomic_load(&s->owner);
+    int rc = owner == me ? 0 : take_over(s, op, owner);
+    if (rc == 0)
+        atomic_store(&s->owner, me);
+    pthread_mutex_unlock(&s->append_lock);
+    return rc;
 }
 
 ZR_API int zr_sync(zr_store *s)

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "tests/helpers.h"
 #include "tests/records.h"
 #include "tests/suites.h"
@@ -325,6 +326,198 @@ START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
 }
 END_TEST
 
+/* In a process that inherited a handle: wait (at most 10 s) until the
+ * process that forked it has exited, which reparents it. */
+static void wait_reparented(pid_t parent)
+{
+    for (int k = 0; k < 10000 && getppid() == parent; k++)
+        usleep(1000);
+}
+
+/* What an inheriting process reports: an append's result, and whether
+ * the message said what the test expects. */
+struct attempt {
+    int rc;
+    bool said;
+};
+
+/* Append 5 generated records through an inherited handle and report. */
+static struct attempt inherited_append(zr_store *s, const char *expect)
+{
+    uint32_t ndim;
+    const uint64_t *shape = zr_item_shape(s, &ndim);
+    void *buf = zt_dense_gen(zr_dtype(s), shape[0], SEED, zr_len(s), 5);
+    struct attempt a = {zr_append_dense(s, zr_dtype(s), shape, ndim, buf, 5, NULL), false};
+    if (a.rc == 0)
+        a.rc = zr_sync(s);
+    a.said = strstr(zr_last_error(), expect) != NULL;
+    free(buf);
+    return a;
+}
+
+/* Once every process has let go of path, it holds n intact records. */
+static void expect_intact(const char *path, uint64_t n)
+{
+    zr_store *s = NULL;
+    for (int k = 0; zr_open(&s, path, ZR_RDONLY) == ZR_EBUSY && k < 1000; k++)
+        usleep(1000);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(zr_len(s), n);
+    zt_check_dense_all(s, SEED);
+    zr_close(s);
+}
+
+/* The opener appends after it forked and then exits: the daemon's view of
+ * the store is stale (it would write over those records), so it may not
+ * take the handle over. */
+START_TEST(takeover_is_refused_once_the_opener_wrote_after_the_fork)
+{
+    char *path = make_store();
+    int fd;
+    pid_t starter = fork_reporting(&fd);
+    if (starter == 0) {
+        zr_store *s;
+        if (zr_open(&s, path, ZR_RDWR) != 0)
+            _exit(2);
+        pid_t self = getpid(), daemon = fork();
+        if (daemon != 0) {
+            zt_append_dense_gen(s, SEED, 5);
+            _exit(daemon > 0 && zr_sync(s) == 0 ? 0 : 3);
+        }
+        wait_reparented(self);
+        struct attempt a = inherited_append(s, "changed after this process inherited");
+        _exit(write(fd, &a, sizeof a) == sizeof a ? 0 : 5);
+    }
+    struct attempt a = {0, false};
+    ck_assert_int_eq(WEXITSTATUS(collect(starter, fd, &a, sizeof a)), 0);
+    ck_assert_int_eq(a.rc, ZR_EBUSY);
+    ck_assert_msg(a.said, "the refusal does not say the store changed");
+    expect_intact(path, 25);
+    free(path);
+}
+END_TEST
+
+/* A header alone does not show every change: here the opener deletes the
+ * records of the last chunk, compacts (the chunk file goes) and appends
+ * the same records again (a new chunk file), so the header and the bytes
+ * are as at the fork but the daemon's descriptor names a removed file. */
+START_TEST(takeover_is_refused_when_a_chunk_file_was_replaced)
+{
+    zr_testing_set_geometry(10 * 32, 0); /* ten 32-byte records a chunk */
+    char *path = make_store();
+    int fd;
+    pid_t starter = fork_reporting(&fd);
+    if (starter == 0) {
+        zr_store *s;
+        if (zr_open(&s, path, ZR_RDWR) != 0 || zr_item_shape(s, NULL)[0] * 2 != 32)
+            _exit(2);
+        zt_append_dense_gen(s, SEED, 5); /* 25 records: chunk 2 holds 5 */
+        zt_meta before = zt_meta_read(path);
+        pid_t self = getpid(), daemon = fork();
+        if (daemon != 0) {
+            const uint64_t last[] = {24, 23, 22, 21, 20};
+            int rc = zr_delete(s, last, 5);
+            if (rc == 0)
+                rc = zr_compact(s, NULL);
+            if (rc == 0)
+                zt_append_dense_gen(s, SEED, 5);
+            zt_meta after = zt_meta_read(path);
+            bool same = before.length == after.length && before.tail_chunk == after.tail_chunk &&
+                        before.tail_offset == after.tail_offset && before.tail_chunk == 2;
+            _exit(daemon > 0 && rc == 0 && zr_sync(s) == 0 ? (same ? 0 : 4) : 3);
+        }
+        wait_reparented(self);
+        struct attempt a = inherited_append(s, "changed after this process inherited");
+        _exit(write(fd, &a, sizeof a) == sizeof a ? 0 : 5);
+    }
+    struct attempt a = {0, false};
+    ck_assert_int_eq(WEXITSTATUS(collect(starter, fd, &a, sizeof a)), 0);
+    ck_assert_int_eq(a.rc, ZR_EBUSY);
+    ck_assert_msg(a.said, "the refusal does not say the store changed");
+    expect_intact(path, 25);
+    free(path);
+}
+END_TEST
+
+/* Two processes inherit the handle and outlive its opener: the first to
+ * write takes it over; the other is refused while the first runs (the
+ * takeover lock) and after it has exited (its writes changed the store).
+ * A and B report through their own pipes; B makes an attempt each time
+ * the test writes to go_b, and A exits when the test writes to quit_a. */
+START_TEST(only_one_of_two_inheritors_takes_over)
+{
+    char *path = make_store();
+    int rep_a[2], rep_b[2], go_b[2], quit_a[2];
+    ck_assert_int_eq(pipe(rep_a), 0);
+    ck_assert_int_eq(pipe(rep_b), 0);
+    ck_assert_int_eq(pipe(go_b), 0);
+    ck_assert_int_eq(pipe(quit_a), 0);
+    pid_t starter = fork();
+    ck_assert_int_ge(starter, 0);
+    if (starter == 0) {
+        zr_store *s;
+        if (zr_open(&s, path, ZR_RDWR) != 0)
+            _exit(2);
+        pid_t self = getpid(), a = fork();
+        if (a == 0) {
+            close(rep_b[1]);
+            close(go_b[0]);
+            wait_reparented(self);
+            struct attempt r = inherited_append(s, "");
+            char c;
+            _exit(write(rep_a[1], &r, sizeof r) == sizeof r && read(quit_a[0], &c, 1) >= 0 ? 0 : 5);
+        }
+        pid_t b = a > 0 ? fork() : -1;
+        if (b == 0) {
+            close(rep_a[1]);
+            wait_reparented(self);
+            const char *expect[2] = {"also inherited the handle", "changed after this process"};
+            for (int k = 0; k < 2; k++) {
+                char c;
+                if (read(go_b[0], &c, 1) != 1)
+                    _exit(6);
+                struct attempt r = inherited_append(s, expect[k]);
+                if (write(rep_b[1], &r, sizeof r) != sizeof r)
+                    _exit(5);
+            }
+            _exit(0);
+        }
+        _exit(a > 0 && b > 0 ? 0 : 3);
+    }
+    close(rep_a[1]);
+    close(rep_b[1]);
+    close(go_b[0]);
+    close(quit_a[0]);
+    int status;
+    ck_assert_int_eq(waitpid(starter, &status, 0), starter);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    struct attempt first = {1, false}, busy = {0, false}, after = {0, false};
+    ck_assert_int_eq(read(rep_a[0], &first, sizeof first), (ssize_t)sizeof first);
+    ck_assert_msg(first.rc == 0, "the first inheritor's append gave %d", first.rc);
+    /* A runs: B is refused by the takeover lock. */
+    ck_assert_int_eq(write(go_b[1], "x", 1), 1);
+    ck_assert_int_eq(read(rep_b[0], &busy, sizeof busy), (ssize_t)sizeof busy);
+    ck_assert_int_eq(busy.rc, ZR_EBUSY);
+    ck_assert_msg(busy.said, "the refusal does not name the other inheritor");
+    /* A exits (end of file on its pipe); B is refused still. */
+    ck_assert_int_eq(write(quit_a[1], "x", 1), 1);
+    char c;
+    ck_assert_int_eq(read(rep_a[0], &c, 1), 0);
+    ck_assert_int_eq(write(go_b[1], "x", 1), 1);
+    ck_assert_int_eq(read(rep_b[0], &after, sizeof after), (ssize_t)sizeof after);
+    ck_assert_int_eq(after.rc, ZR_EBUSY);
+    ck_assert_msg(after.said, "the refusal does not say the store changed");
+    ck_assert_int_eq(read(rep_b[0], &c, 1), 0);
+    close(rep_a[0]);
+    close(rep_b[0]);
+    close(go_b[1]);
+    close(quit_a[1]);
+    expect_intact(path, 25);
+    free(path);
+}
+END_TEST
+
 Suite *suite_lock(void)
 {
     Suite *s = suite_create("lock");
@@ -339,6 +532,9 @@ Suite *suite_lock(void)
     tcase_add_test(tc, second_handle_in_the_same_process_is_busy);
     tcase_add_test(tc, forked_child_cannot_write_through_the_parents_handle);
     tcase_add_test(tc, daemon_takes_over_the_handle_once_its_starter_exits);
+    tcase_add_test(tc, takeover_is_refused_once_the_opener_wrote_after_the_fork);
+    tcase_add_test(tc, takeover_is_refused_when_a_chunk_file_was_replaced);
+    tcase_add_test(tc, only_one_of_two_inheritors_takes_over);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -162,7 +162,9 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * but append, delete, compact and sync through it give ZR_EBUSY while
  * that process runs. Once it has exited, a process that inherited the
  * handle (a daemon whose starter has exited, as after daemon(3)) takes it
- * over.
+ * over, if no other inheritor has and the store is unchanged since the
+ * fork; otherwise its writes give ZR_EBUSY (close the handle and open the
+ * store again).
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
