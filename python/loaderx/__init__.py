@@ -13,7 +13,7 @@ LOADERX_LIBRARY to the path of libloaderx.so to choose one.
 from ._lib import library_path
 from .errors import (CodecError, CorruptStoreError, DtypeMismatchError,
                      EmptyRecordError, IndexOutOfRangeError,
-                     InvalidArgumentError, NoSpaceError, ReadOnlyStoreError,
+                     InvalidArgumentError, InvalidIndexError, NoSpaceError, ReadOnlyStoreError,
                      RecordTooBigError, ShapeMismatchError, StoreBusyError,
                      StoreError, StoreExistsError, StoreIOError,
                      StoreKindError, StoreMemoryError, StoreNotFoundError)
@@ -27,7 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     "DenseStore", "RaggedStore", "open_store", "DataLoader", "Sampler",
     "train_dict", "DICT_TIERS", "library_path",
-    "StoreError", "InvalidArgumentError", "StoreMemoryError", "StoreIOError",
+    "StoreError", "InvalidArgumentError", "InvalidIndexError",
+    "StoreMemoryError", "StoreIOError",
     "CorruptStoreError", "StoreNotFoundError", "StoreExistsError",
     "StoreBusyError", "IndexOutOfRangeError", "DtypeMismatchError",
     "ShapeMismatchError", "RecordTooBigError", "EmptyRecordError",

@@ -35,6 +35,13 @@ class InvalidArgumentError(StoreError, ValueError):
     code = _lib.ZR_EINVAL
 
 
+class InvalidIndexError(InvalidArgumentError, IndexError, TypeError):
+    """A record key of a type that selects no records (a float, a string,
+    None, a lone boolean): an IndexError as in NumPy and a TypeError as in
+    Python's sequences."""
+    code = _lib.ZR_EINVAL
+
+
 class StoreMemoryError(StoreError, MemoryError):
     """The library could not allocate memory."""
     code = _lib.ZR_ENOMEM

@@ -42,7 +42,7 @@ from . import _lib
 from ._lib import ffi, lib
 from .errors import (DtypeMismatchError, EmptyRecordError,
                      IndexOutOfRangeError, InvalidArgumentError,
-                     RecordTooBigError, ShapeMismatchError, StoreBusyError,
+                     InvalidIndexError, RecordTooBigError, ShapeMismatchError, StoreBusyError,
                      StoreError, StoreKindError, check, invalid)
 
 __all__ = ["DenseStore", "RaggedStore", "open_store", "CODECS", "DICT_TIERS",
@@ -385,7 +385,7 @@ class _Store:
         """Turn a key into (uint64 indices, result shape, scalar?)."""
         if isinstance(key, (bool, np.bool_)):
             raise invalid("a boolean is not a record index; use a mask of "
-                          f"{n} booleans")
+                          f"{n} booleans", InvalidIndexError)
         if isinstance(key, (int, np.integer)):
             i = int(key)
             if not -n <= i < n:
@@ -412,7 +412,8 @@ class _Store:
         if a.dtype.kind not in "iu":
             raise invalid("records are selected by an integer, a slice, "
                           "integers or a boolean mask, not "
-                          f"{type(key).__name__} of {a.dtype}")
+                          f"{type(key).__name__} of {a.dtype}",
+                          InvalidIndexError)
         # Two reductions clear the common case, indices already in
         # [0, n); only the others pay for finding the first bad index and
         # for counting negative ones from the end.
@@ -686,8 +687,11 @@ class RaggedStore(_Store):
     """A store whose records share one dtype but each keep their own shape.
 
     Reading several records gives a list of arrays, each of its recorded
-    shape (never padded); reading one record gives one array. The arrays
-    of one read are views into one buffer that the read filled.
+    shape (never padded), or for a key of two or more dimensions nested
+    lists of the key's shape; reading one record gives one array. The
+    arrays of one read are views into one buffer that the read filled.
+    A key of another type (a float, a string, None) raises
+    InvalidIndexError, an IndexError and a TypeError, for either store.
     """
 
     _kind = _lib.ZR_RAGGED
@@ -712,7 +716,7 @@ class RaggedStore(_Store):
     def _gather(self, ptr, idx, shape, scalar):
         n = idx.size
         if not n:
-            return []
+            return _nest([], shape)
         idx_c = ffi.from_buffer("uint64_t[]", idx)
         sizes = np.empty(n, dtype=np.uint64)
         check(lib.zr_ragged_sizes(ptr, idx_c, n,
@@ -725,8 +729,9 @@ class RaggedStore(_Store):
         words = np.empty(total // 8, dtype=np.uint64)
         check(lib.zr_gather_ragged(ptr, idx_c, n, _writable_buffer(words),
                                    ffi.from_buffer("uint64_t[]", offsets)))
-        return _ragged_records(words, offsets.tolist(), sizes.tolist(),
-                               self._dtype, scalar)
+        records = _ragged_records(words, offsets.tolist(), sizes.tolist(),
+                                  self._dtype, scalar)
+        return _nest(records, shape)
 
     def append(self, records):
         """Append records, each an array of the store's dtype, as one batch.
@@ -802,6 +807,18 @@ def _writable_buffer(a):
 def _readable_buffer(a):
     """The memory of a C-contiguous array, for the library to read."""
     return ffi.from_buffer(a.reshape(-1).view(np.uint8))
+
+
+def _nest(records, shape):
+    """The records of a Ragged selection: a list, or for a key of two or
+    more dimensions nested lists of the key's shape (as NumPy's object
+    arrays index)."""
+    if len(shape) < 2:
+        return records
+    nested = np.empty(len(records), dtype=object)
+    for i, r in enumerate(records):
+        nested[i] = r
+    return nested.reshape(shape).tolist()
 
 
 def _ragged_records(words, offsets, sizes, dtype, scalar):

@@ -8,7 +8,8 @@ an object array of the source records gives.
 import numpy as np
 import pytest
 
-from loaderx import IndexOutOfRangeError, InvalidArgumentError
+from loaderx import (IndexOutOfRangeError, InvalidArgumentError,
+                     InvalidIndexError)
 from loaderx.zrecord import DenseStore, RaggedStore
 
 N = 37
@@ -108,22 +109,36 @@ def test_tuple_selects_records_like_a_list(dense, ragged):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("key", [k for k in VALUES
-                                 if np.ndim(k) <= 1 or isinstance(k, slice)],
-                         ids=[i for i, k in zip(IDS, VALUES)
-                              if np.ndim(k) <= 1 or isinstance(k, slice)])
+def _same_records(got, want):
+    """got (nested lists of arrays) holds what NumPy's object array want
+    holds, shape for shape."""
+    assert isinstance(got, list) and len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray) and w.dtype == object:
+            _same_records(g, w)
+        else:
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("key", VALUES, ids=IDS)
 def test_ragged_matches_numpy_object_indexing(ragged, key):
     objects, rs = ragged
     got, want = rs[key], objects[key]
     if isinstance(want, np.ndarray) and want.dtype == object:
-        assert isinstance(got, list) and len(got) == len(want)
-        for g, w in zip(got, want):
-            assert g.shape == w.shape and g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w)
+        _same_records(got, want)
     else:
         assert isinstance(got, np.ndarray)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+def test_ragged_two_dimensional_key_nests_lists(ragged):
+    objects, rs = ragged
+    got = rs[np.array([[3, 1, 4], [1, 5, 9]])]
+    assert len(got) == 2 and all(len(row) == 3 for row in got)
+    np.testing.assert_array_equal(got[1][2], objects[9])
+    assert rs[np.zeros((2, 0), dtype=np.int64)] == [[], []]
 
 
 @pytest.mark.parametrize("key", [N, -N - 1, [0, N], np.array([-N - 1]),
@@ -141,9 +156,14 @@ def test_mask_of_the_wrong_length_raises(dense):
 
 
 @pytest.mark.parametrize("key", [1.5, "3", [1.0, 2.0], True, None])
-def test_non_integer_keys_raise(dense, key):
-    with pytest.raises(InvalidArgumentError):
-        dense[1][key]
+def test_non_integer_keys_raise(dense, ragged, key):
+    for store in (dense[1], ragged[1]):
+        with pytest.raises(InvalidIndexError) as exc:
+            store[key]
+        # What NumPy (IndexError) and Python's lists (TypeError) raise.
+        assert isinstance(exc.value, (InvalidArgumentError, IndexError, TypeError))
+        assert all(isinstance(exc.value, c)
+                   for c in (InvalidArgumentError, IndexError, TypeError))
 
 
 def test_gather_of_many_random_indices(dense, ragged):
