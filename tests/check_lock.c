@@ -283,49 +283,6 @@ START_TEST(forked_child_cannot_write_through_the_parents_handle)
 }
 END_TEST
 
-/* The daemon pattern: a process opens the store, forks and exits; the
- * child, reparented, takes the handle over and writes through it (the
- * starter is a zombie meanwhile: it counts as gone). */
-START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
-{
-    char *path = make_store();
-    int fd;
-    pid_t starter = fork_reporting(&fd);
-    if (starter == 0) {
-        zr_store *s;
-        if (zr_open(&s, path, ZR_RDWR) != 0)
-            _exit(2);
-        pid_t self = getpid(), daemon = fork();
-        if (daemon != 0)
-            _exit(daemon > 0 ? 0 : 3);
-        /* Wait (at most 10 s) to be reparented: the starter has exited. */
-        for (int k = 0; k < 10000 && getppid() == self; k++)
-            usleep(1000);
-        uint32_t ndim;
-        const uint64_t *shape = zr_item_shape(s, &ndim);
-        void *buf = zt_dense_gen(zr_dtype(s), shape[0], SEED, 20, 5);
-        int rc = zr_append_dense(s, zr_dtype(s), shape, ndim, buf, 5, NULL);
-        if (rc == 0)
-            rc = zr_sync(s);
-        _exit(write(fd, &rc, sizeof rc) == sizeof rc ? 0 : 5);
-    }
-    int rc = 1;
-    /* End of file: the daemon, the last to hold the pipe, has exited. */
-    int status = collect(starter, fd, &rc, sizeof rc);
-    ck_assert_int_eq(WEXITSTATUS(status), 0);
-    ck_assert_msg(rc == 0, "the daemon's append gave %d", rc);
-    zr_store *s;
-    /* The daemon's lock goes with its descriptors as it exits. */
-    for (int k = 0; zr_open(&s, path, ZR_RDONLY) == ZR_EBUSY && k < 1000; k++)
-        usleep(1000);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_uint_eq(zr_len(s), 25);
-    zt_check_dense_all(s, SEED);
-    zr_close(s);
-    free(path);
-}
-END_TEST
-
 /* In a process that inherited a handle: wait (at most 10 s) until the
  * process that forked it has exited, which reparents it. */
 static void wait_reparented(pid_t parent)
@@ -355,7 +312,8 @@ static struct attempt inherited_append(zr_store *s, const char *expect)
     return a;
 }
 
-/* Once every process has let go of path, it holds n intact records. */
+/* Once every process has let go of path (a lock goes with the last
+ * descriptor as its process exits), it holds n intact records. */
 static void expect_intact(const char *path, uint64_t n)
 {
     zr_store *s = NULL;
@@ -367,74 +325,106 @@ static void expect_intact(const char *path, uint64_t n)
     zr_close(s);
 }
 
-/* The opener appends after it forked and then exits: the daemon's view of
- * the store is stale (it would write over those records), so it may not
- * take the handle over. */
-START_TEST(takeover_is_refused_once_the_opener_wrote_after_the_fork)
+/* The daemon pattern: a starter opens path for writing, forks a daemon,
+ * runs change on its own handle if given (change returns 0, given the
+ * header at the fork) and exits. The daemon, reparented, appends five
+ * records through the inherited handle; the result is what it reports
+ * (expect: text its message should hold). The starter is a zombie
+ * meanwhile: it counts as gone. */
+static struct attempt daemon_append(const char *path, int (*change)(zr_store *, const zt_meta *),
+                                    const char *expect)
 {
-    char *path = make_store();
     int fd;
     pid_t starter = fork_reporting(&fd);
     if (starter == 0) {
         zr_store *s;
         if (zr_open(&s, path, ZR_RDWR) != 0)
             _exit(2);
+        zt_meta at_fork = zt_meta_read(path);
         pid_t self = getpid(), daemon = fork();
-        if (daemon != 0) {
-            zt_append_dense_gen(s, SEED, 5);
-            _exit(daemon > 0 && zr_sync(s) == 0 ? 0 : 3);
-        }
+        if (daemon != 0)
+            _exit(daemon < 0                             ? 3
+                  : change && change(s, &at_fork) != 0   ? 4
+                  : change && zr_sync(s) != 0            ? 5
+                                                         : 0);
         wait_reparented(self);
-        struct attempt a = inherited_append(s, "changed after this process inherited");
-        _exit(write(fd, &a, sizeof a) == sizeof a ? 0 : 5);
+        struct attempt a = inherited_append(s, expect);
+        _exit(write(fd, &a, sizeof a) == sizeof a ? 0 : 6);
     }
-    struct attempt a = {0, false};
+    struct attempt a = {1, false};
+    /* End of file: the daemon, the last to hold the pipe, has exited. */
     ck_assert_int_eq(WEXITSTATUS(collect(starter, fd, &a, sizeof a)), 0);
-    ck_assert_int_eq(a.rc, ZR_EBUSY);
-    ck_assert_msg(a.said, "the refusal does not say the store changed");
+    return a;
+}
+
+/* The daemon takes the handle over and writes through it. */
+START_TEST(daemon_takes_over_the_handle_once_its_starter_exits)
+{
+    char *path = make_store();
+    struct attempt a = daemon_append(path, NULL, "");
+    ck_assert_msg(a.rc == 0, "the daemon's append gave %d", a.rc);
     expect_intact(path, 25);
     free(path);
 }
 END_TEST
 
-/* A header alone does not show every change: here the opener deletes the
- * records of the last chunk, compacts (the chunk file goes) and appends
- * the same records again (a new chunk file), so the header and the bytes
- * are as at the fork but the daemon's descriptor names a removed file. */
+/* What a daemon whose view of the store is stale gets. */
+static void expect_stale_takeover(const char *path, int (*change)(zr_store *, const zt_meta *),
+                                  uint64_t n)
+{
+    struct attempt a = daemon_append(path, change, "changed after this process inherited");
+    ck_assert_int_eq(a.rc, ZR_EBUSY);
+    ck_assert_msg(a.said, "the refusal does not say the store changed");
+    expect_intact(path, n);
+}
+
+static int append_five(zr_store *s, const zt_meta *at_fork)
+{
+    (void)at_fork;
+    zt_append_dense_gen(s, SEED, 5);
+    return 0;
+}
+
+/* The opener appends after it forked and then exits: the daemon's view of
+ * the store is stale (it would write over those records), so it may not
+ * take the handle over. */
+START_TEST(takeover_is_refused_once_the_opener_wrote_after_the_fork)
+{
+    char *path = make_store();
+    expect_stale_takeover(path, append_five, 25);
+    free(path);
+}
+END_TEST
+
+/* Delete the last chunk's five records, compact (the chunk file goes) and
+ * append the same records again (a new chunk file): the header and the
+ * bytes are as at the fork. */
+static int replace_last_chunk(zr_store *s, const zt_meta *at_fork)
+{
+    const uint64_t last[] = {24, 23, 22, 21, 20};
+    int rc = zr_delete(s, last, 5);
+    if (rc == 0)
+        rc = zr_compact(s, NULL);
+    if (rc == 0)
+        zt_append_dense_gen(s, SEED, 5);
+    zt_meta now = zt_meta_read(zr_path(s));
+    bool same = now.length == at_fork->length && now.tail_chunk == at_fork->tail_chunk &&
+                now.tail_offset == at_fork->tail_offset && now.tail_chunk == 2;
+    return rc == 0 && same ? 0 : 1;
+}
+
+/* A header alone does not show every change: after replace_last_chunk
+ * the daemon's descriptor of the last chunk names a removed file. */
 START_TEST(takeover_is_refused_when_a_chunk_file_was_replaced)
 {
     zr_testing_set_geometry(10 * 32, 0); /* ten 32-byte records a chunk */
     char *path = make_store();
-    int fd;
-    pid_t starter = fork_reporting(&fd);
-    if (starter == 0) {
-        zr_store *s;
-        if (zr_open(&s, path, ZR_RDWR) != 0 || zr_item_shape(s, NULL)[0] * 2 != 32)
-            _exit(2);
-        zt_append_dense_gen(s, SEED, 5); /* 25 records: chunk 2 holds 5 */
-        zt_meta before = zt_meta_read(path);
-        pid_t self = getpid(), daemon = fork();
-        if (daemon != 0) {
-            const uint64_t last[] = {24, 23, 22, 21, 20};
-            int rc = zr_delete(s, last, 5);
-            if (rc == 0)
-                rc = zr_compact(s, NULL);
-            if (rc == 0)
-                zt_append_dense_gen(s, SEED, 5);
-            zt_meta after = zt_meta_read(path);
-            bool same = before.length == after.length && before.tail_chunk == after.tail_chunk &&
-                        before.tail_offset == after.tail_offset && before.tail_chunk == 2;
-            _exit(daemon > 0 && rc == 0 && zr_sync(s) == 0 ? (same ? 0 : 4) : 3);
-        }
-        wait_reparented(self);
-        struct attempt a = inherited_append(s, "changed after this process inherited");
-        _exit(write(fd, &a, sizeof a) == sizeof a ? 0 : 5);
-    }
-    struct attempt a = {0, false};
-    ck_assert_int_eq(WEXITSTATUS(collect(starter, fd, &a, sizeof a)), 0);
-    ck_assert_int_eq(a.rc, ZR_EBUSY);
-    ck_assert_msg(a.said, "the refusal does not say the store changed");
-    expect_intact(path, 25);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    ck_assert_uint_eq(zr_record_width(s), 32);
+    zt_append_dense_gen(s, SEED, 5); /* 25 records: chunk 2 holds 5 */
+    zr_close(s);
+    expect_stale_takeover(path, replace_last_chunk, 25);
     free(path);
 }
 END_TEST
