@@ -39,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "codec.h"
 #include "engine.h"
@@ -123,6 +125,42 @@ static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n
  * iovec each, within IOV_MAX. */
 #define RAW_RUN 512
 
+/* Fault the pages of a caller's buffer into its page tables before a
+ * write reads them. The kernel copies a write into the page cache in
+ * pieces of up to 2 MiB, each a page-cache folio of that size, but halves
+ * the piece for the rest of the call whenever a copy stops at a source
+ * page that is not mapped yet, as in a buffer that maps a file (an .npy
+ * opened with mmap): the chunk then ends up in 4 KiB pages, and a store's
+ * huge-page mapping (engine.c) cannot use them. A kernel without
+ * MADV_POPULATE_READ (before 5.14) refuses it, which changes nothing. */
+static void populate_source(const void *p, size_t n)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p / page * page;
+    if (n >= 2 * page)
+        madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
+}
+
+/* A Dense run is written in pieces that end on multiples of this many
+ * bytes of the chunk (a multiple of 2 MiB), each populated just before
+ * its write, so that a run from a buffer larger than the RAM is not
+ * faulted in all at once. */
+#define WRITE_PIECE ((uint64_t)64 << 20)
+
+static int write_dense_run(int fd, const uint8_t *p, uint64_t len, uint64_t off, const char *name)
+{
+    int rc = 0;
+    while (len > 0 && rc == 0) {
+        uint64_t piece = ZR_MIN(len, WRITE_PIECE - off % WRITE_PIECE);
+        populate_source(p, (size_t)piece);
+        rc = zr_write_all(fd, p, (size_t)piece, off, name);
+        p += piece;
+        off += piece;
+        len -= piece;
+    }
+    return rc;
+}
+
 /* Raw: write shard k's records, a chunk run per write (Dense) or, for
  * Ragged records, up to RAW_RUN adjacent records (prefix and payload
  * each) per write. */
@@ -152,8 +190,8 @@ static void raw_shard(void *arg, size_t k)
         if (src->kind == ZR_DENSE) {
             while (e < b && c->locs[e - c->w0].chunk_id == la->chunk_id)
                 e++;
-            rc = zr_write_all(fd, src->base + a * src->width, (e - a) * src->width, la->offset,
-                              chunk_name(s, la->chunk_id, name, sizeof name));
+            rc = write_dense_run(fd, src->base + a * src->width, (e - a) * src->width, la->offset,
+                                 chunk_name(s, la->chunk_id, name, sizeof name));
         } else {
             /* Records reserved one after another in one chunk are
              * adjacent on disk: one write covers them all. */
