@@ -807,7 +807,10 @@ static bool process_runs(pid_t pid)
 /* The byte of meta.zr, far past its end, that a process taking over an
  * inherited handle holds a POSIX record lock on. Such a lock belongs to
  * one process and is not inherited across fork(), unlike the handle's
- * flock, which every process sharing the handle holds together. */
+ * flock, which every process sharing the handle holds together. POSIX
+ * also drops it when its process closes any descriptor of meta.zr, which
+ * the library does only when that process fails to open the store again
+ * (the store is locked by this very handle). */
 #define TAKEOVER_BYTE ((off_t)1 << 40)
 
 /* Whether every open file of table t is still the file of its name: a
@@ -866,7 +869,7 @@ static int take_over(zr_store *s, const char *op, pid_t owner)
     int rc = unchanged_since_fork(s, &same);
     if (rc == 0 && !same)
         rc = zr_err(ZR_EBUSY, "%s: %s changed after this process inherited its handle through "
-                    "fork() (the opener, process %ld, has exited); close the handle and open the "
+                    "fork() (from process %ld, which has exited); close the handle and open the "
                     "store again", op, s->path, (long)owner);
     if (rc != 0) {
         fl.l_type = F_UNLCK;
