@@ -25,7 +25,9 @@
  *      at open (R15, lib/engine.c).
  *
  * Raw records are laid out in order and written straight from the
- * caller's memory, a chunk run per write, the writes spread over the pool.
+ * caller's memory, the writes spread over the pool: a Dense chunk run in
+ * pieces of at most WRITE_PIECE bytes, each faulted in just before its
+ * write (populate_source).
  * Compressed records are claimed one at a time by the workers and
  * compressed into the worker's own group buffer; a full group (up to 256
  * records or about 1 MiB) takes the next free offsets for its records, in
@@ -133,6 +135,10 @@ static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n
  * opened with mmap): the chunk then ends up in 4 KiB pages, and a store's
  * huge-page mapping (engine.c) cannot use them. A kernel without
  * MADV_POPULATE_READ (before 5.14) refuses it, which changes nothing. */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older C libraries lack the name */
+#endif
+
 static void populate_source(const void *p, size_t n)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

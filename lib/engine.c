@@ -9,6 +9,7 @@
  *      store. store.zr never changes afterwards.
  *  R2. A read-write handle holds an exclusive flock on meta.zr for its
  *      life, a read-only handle a shared one; a conflict fails at once.
+ *      One process at a time writes through a handle (zr_engine_writer).
  *  R3. Chunks 0..tail_chunk exist; the loc segments cover entries
  *      0..length-1. A store that breaks either does not open.
  *  R4. A zstd_dict store has a non-empty dict.zr that zstd accepts; any
@@ -794,9 +795,11 @@ static bool process_runs(pid_t pid)
     if (fd < 0)
         return errno != ENOENT;
     ssize_t n = read(fd, buf, sizeof buf - 1);
+    int e = errno;
     close(fd);
+    /* A zombie reaped between the open and the read gives ESRCH. */
     if (n <= 0)
-        return true;
+        return !(n < 0 && e == ESRCH);
     buf[n] = '\0';
     /* "pid (comm) S ...": comm may hold ')' itself; the state follows the
      * last one. */
@@ -811,7 +814,7 @@ static bool process_runs(pid_t pid)
  * also drops it when its process closes any descriptor of meta.zr, which
  * the library does only when that process fails to open the store again
  * (the store is locked by this very handle). */
-#define TAKEOVER_BYTE ((off_t)1 << 40)
+#define TAKEOVER_BYTE ((off_t)1 << 30)
 
 /* Whether every open file of table t is still the file of its name: a
  * compact removes surplus files, and a later append makes new ones. */
@@ -857,13 +860,19 @@ static int unchanged_since_fork(zr_store *s, bool *same)
 static int take_over(zr_store *s, const char *op, pid_t owner)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = TAKEOVER_BYTE, .l_len = 1};
-    if (fcntl(s->metafd, F_SETLK, &fl) != 0) {
+    /* Without record locks (ENOLCK: a file system that has none) the
+     * checks below still apply; only the race between inheritors is
+     * left open there. */
+    bool locked = fcntl(s->metafd, F_SETLK, &fl) == 0;
+    if (!locked && errno != ENOLCK) {
         if (errno != EAGAIN && errno != EACCES)
             return zr_err_sys(errno, "%s: locking %s/meta.zr", op, s->path);
         struct flock who = fl;
-        long pid = fcntl(s->metafd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? who.l_pid : 0;
-        return zr_err(ZR_EBUSY, "%s: process %ld, which also inherited the handle on %s through "
-                      "fork(), writes through it", op, pid, s->path);
+        if (fcntl(s->metafd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
+            return zr_err(ZR_EBUSY, "%s: process %ld, which also inherited the handle on %s "
+                          "through fork(), writes through it", op, (long)who.l_pid, s->path);
+        return zr_err(ZR_EBUSY, "%s: another process that inherited the handle on %s through "
+                      "fork() writes through it", op, s->path);
     }
     bool same = false;
     int rc = unchanged_since_fork(s, &same);
@@ -871,7 +880,13 @@ static int take_over(zr_store *s, const char *op, pid_t owner)
         rc = zr_err(ZR_EBUSY, "%s: %s changed after this process inherited its handle through "
                     "fork() (from process %ld, which has exited); close the handle and open the "
                     "store again", op, s->path, (long)owner);
-    if (rc != 0) {
+    /* The handle's sizes and watermarks are as at the fork: a sync makes
+     * it clean, so that its first append is durable before its header
+     * whatever an append that failed after the fork left in the files
+     * (R16). */
+    if (rc == 0)
+        rc = zr_engine_sync_locked(s);
+    if (rc != 0 && locked) {
         fl.l_type = F_UNLCK;
         fcntl(s->metafd, F_SETLK, &fl);
     }
@@ -884,7 +899,7 @@ static int take_over(zr_store *s, const char *op, pid_t owner)
  * a handle is written through by one process: the one that opened it,
  * until it exits; then a process that inherited the handle (a daemon
  * whose starter has exited, the pattern of fuse_daemonize and daemon(3))
- * takes it over, if the store is as it was at the fork (take_over). A
+ * takes it over, if the store is as it was at the fork (take_over; R2). A
  * child is reparented when its parent exits, so while getppid() is the
  * owner, the owner runs. */
 int zr_engine_writer(zr_store *s, const char *op)

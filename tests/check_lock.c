@@ -10,6 +10,7 @@
  * change when it reports the parent's heap copied into the child.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -435,6 +436,38 @@ START_TEST(takeover_is_refused_when_a_chunk_file_was_replaced)
 }
 END_TEST
 
+/* What an opener killed in the middle of a delete leaves: intent.zr not
+ * empty (here not even complete, which the next open clears), the header
+ * and every file as at the fork. */
+static int leave_an_intent(zr_store *s, const zt_meta *at_fork)
+{
+    (void)at_fork;
+    char *name = zt_join(zr_path(s), "intent.zr");
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    free(name);
+    int rc = fd >= 0 && write(fd, "zr", 2) == 2 ? 0 : 1;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+START_TEST(takeover_is_refused_while_an_intent_is_pending)
+{
+    char *path = make_store();
+    expect_stale_takeover(path, leave_an_intent, 20);
+    free(path);
+}
+END_TEST
+
+/* Close every end of the four pipes but keep1 and keep2. */
+static void keep_ends(int *const ends[4], int keep1, int keep2)
+{
+    for (int p = 0; p < 4; p++)
+        for (int e = 0; e < 2; e++)
+            if (ends[p][e] != keep1 && ends[p][e] != keep2)
+                close(ends[p][e]);
+}
+
 /* Two processes inherit the handle and outlive its opener: the first to
  * write takes it over; the other is refused while the first runs (the
  * takeover lock) and after it has exited (its writes changed the store).
@@ -456,18 +489,22 @@ START_TEST(only_one_of_two_inheritors_takes_over)
         free(path); /* the starter and its children need only the handle */
         if (rc != 0)
             _exit(2);
+        /* Each process keeps only its own ends, so that a test that fails
+         * half-way leaves no child waiting on a pipe for ever. */
+        int *ends[4] = {rep_a, rep_b, go_b, quit_a};
         pid_t self = getpid(), a = fork();
         if (a == 0) {
-            close(rep_b[1]);
-            close(go_b[0]);
+            keep_ends(ends, rep_a[1], quit_a[0]);
             wait_reparented(self);
             struct attempt r = inherited_append(s, "");
             char c;
-            _exit(write(rep_a[1], &r, sizeof r) == sizeof r && read(quit_a[0], &c, 1) >= 0 ? 0 : 5);
+            bool ok = write(rep_a[1], &r, sizeof r) == sizeof r && read(quit_a[0], &c, 1) >= 0;
+            zr_close(s); /* the takeover lock goes before the end of file */
+            _exit(ok ? 0 : 5);
         }
         pid_t b = a > 0 ? fork() : -1;
         if (b == 0) {
-            close(rep_a[1]);
+            keep_ends(ends, rep_b[1], go_b[0]);
             wait_reparented(self);
             const char *expect[2] = {"also inherited the handle", "changed after this process"};
             for (int k = 0; k < 2; k++) {
@@ -480,6 +517,7 @@ START_TEST(only_one_of_two_inheritors_takes_over)
             }
             _exit(0);
         }
+        keep_ends(ends, -1, -1);
         _exit(0); /* a failed fork shows as a report that never comes */
     }
     close(rep_a[1]);
@@ -531,6 +569,7 @@ Suite *suite_lock(void)
     tcase_add_test(tc, daemon_takes_over_the_handle_once_its_starter_exits);
     tcase_add_test(tc, takeover_is_refused_once_the_opener_wrote_after_the_fork);
     tcase_add_test(tc, takeover_is_refused_when_a_chunk_file_was_replaced);
+    tcase_add_test(tc, takeover_is_refused_while_an_intent_is_pending);
     tcase_add_test(tc, only_one_of_two_inheritors_takes_over);
     suite_add_tcase(s, tc);
     return s;

@@ -163,8 +163,8 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * that process runs. Once it has exited, a process that inherited the
  * handle (a daemon whose starter has exited, as after daemon(3)) takes it
  * over, if no other inheritor has and the store is unchanged since the
- * fork; otherwise its writes give ZR_EBUSY (close the handle and open the
- * store again).
+ * fork (doc/format.md, R2); otherwise its writes give ZR_EBUSY (close the
+ * handle and open the store again).
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
@@ -172,7 +172,8 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode);
 ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record
- * table, then the header. Errors: ZR_EIO, ZR_EROFS (read-only handle).
+ * table, then the header. Errors: ZR_EIO, ZR_EROFS (read-only handle),
+ * ZR_EBUSY (a handle inherited through fork(), as zr_open says).
  * Must not run concurrently with an append on the same handle. */
 ZR_API int zr_sync(zr_store *s);
 
@@ -199,8 +200,8 @@ ZR_API int zr_writable(const zr_store *s);       /* 1 for ZR_RDWR handles */
  * caller states the data's dtype and item shape, which must equal the
  * store's. The batch is one commit: after a failure nothing of it is
  * visible. *first (may be NULL) receives the index of the first new record.
- * Errors: ZR_EROFS, ZR_EKIND, ZR_EDTYPE, ZR_ESHAPE, ZR_EINVAL, ZR_EIO,
- * ZR_ENOSPC, ZR_ECODEC, ZR_ENOMEM.
+ * Errors: ZR_EROFS, ZR_EBUSY (as zr_sync), ZR_EKIND, ZR_EDTYPE, ZR_ESHAPE,
+ * ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ECODEC, ZR_ENOMEM.
  * Thread rules: one append at a time per handle (concurrent calls are
  * serialised); gathers may run concurrently from any number of threads. */
 ZR_API int zr_append_dense(zr_store *s, const char *dtype,
@@ -295,8 +296,8 @@ ZR_API int zr_stats(zr_store *s, zr_store_stats *st);
  * descending index order and each hole is filled by the current last
  * record, so the live records stay exactly 0..length-1 (indices held
  * elsewhere become stale). Repeated indices count once. Every index is
- * checked before anything changes. Errors: ZR_EROFS, ZR_ERANGE,
- * ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. Thread rules: the handle must
+ * checked before anything changes. Errors: ZR_EROFS, ZR_EBUSY (as
+ * zr_sync), ZR_ERANGE, ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. Thread rules: the handle must
  * not be used by any other thread during the call. */
 ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
 
@@ -311,8 +312,8 @@ typedef struct zr_compact_result {
  * hold no garbage, then remove surplus chunks and table segments. A record
  * never moves to a higher address, so an interrupted compaction leaves a
  * valid store and running it again finishes the work. res may be NULL.
- * Errors: ZR_EROFS, ZR_ECORRUPT, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. Thread
- * rules: as zr_delete. */
+ * Errors: ZR_EROFS, ZR_EBUSY (as zr_sync), ZR_ECORRUPT, ZR_EIO, ZR_ENOSPC,
+ * ZR_ENOMEM. Thread rules: as zr_delete. */
 ZR_API int zr_compact(zr_store *s, zr_compact_result *res);
 
 /* One problem found by zr_verify. */

@@ -383,7 +383,9 @@ class _Store:
 
     def _select(self, key, n):
         """Turn a key into (uint64 indices, result shape, scalar?)."""
-        if isinstance(key, (bool, np.bool_)):
+        if isinstance(key, (bool, np.bool_)) or (
+                isinstance(key, np.ndarray) and key.ndim == 0
+                and key.dtype.kind == "b"):
             raise invalid("a boolean is not a record index; use a mask of "
                           f"{n} booleans", InvalidIndexError)
         if isinstance(key, (int, np.integer)):
@@ -397,7 +399,13 @@ class _Store:
             return idx, (idx.size,), False
         if isinstance(key, tuple):
             key = list(key)
-        a = np.asarray(key)
+        try:
+            a = np.asarray(key)
+        except (ValueError, TypeError) as e:
+            # A ragged nested list: NumPy makes no array of it.
+            raise invalid(f"records are selected by an integer, a slice, "
+                          f"integers or a boolean mask, not {key!r:.60}",
+                          InvalidIndexError) from e
         if a.ndim == 0 and a.dtype.kind in "iu":
             return self._select(int(a), n)
         if a.size == 0 and a.dtype.kind not in "iub":

@@ -155,7 +155,8 @@ def test_mask_of_the_wrong_length_raises(dense):
         dense[1][np.ones(N - 1, dtype=bool)]
 
 
-@pytest.mark.parametrize("key", [1.5, "3", [1.0, 2.0], True, None])
+@pytest.mark.parametrize("key", [1.5, "3", [1.0, 2.0], True, None,
+                                 np.array(True), [[1, 2], [3]]])
 def test_non_integer_keys_raise(dense, ragged, key):
     for store in (dense[1], ragged[1]):
         with pytest.raises(InvalidIndexError) as exc:
