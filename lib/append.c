@@ -25,9 +25,10 @@
  *      at open (R15, lib/engine.c).
  *
  * Raw records are laid out in order and written straight from the
- * caller's memory, the writes spread over the pool: a Dense chunk run in
- * pieces of at most WRITE_PIECE bytes, each faulted in just before its
- * write (populate_source).
+ * caller's memory, the writes spread over the pool: a Dense window's
+ * bytes cut between the threads on 2 MiB boundaries of the chunk
+ * (dense_cut) and written in pieces of at most WRITE_PIECE bytes, each
+ * faulted in just before its write (populate_source).
  * Compressed records are claimed one at a time by the workers and
  * compressed into the worker's own group buffer; a full group (up to 256
  * records or about 1 MiB) takes the next free offsets for its records, in
@@ -152,6 +153,8 @@ static void populate_source(const void *p, size_t n)
  * its write, so that a run from a buffer larger than the RAM is not
  * faulted in all at once. */
 #define WRITE_PIECE ((uint64_t)64 << 20)
+/* The largest page-cache folio the kernel makes of a write (a PMD). */
+#define HUGE_FOLIO ((uint64_t)2 << 20)
 
 static int write_dense_run(int fd, const uint8_t *p, uint64_t len, uint64_t off, const char *name)
 {
@@ -167,57 +170,103 @@ static int write_dense_run(int fd, const uint8_t *p, uint64_t len, uint64_t off,
     return rc;
 }
 
-/* Raw: write shard k's records, a chunk run per write (Dense) or, for
- * Ragged records, up to RAW_RUN adjacent records (prefix and payload
- * each) per write. */
+/* A Dense window's bytes, numbered as they lie in the source (byte p is
+ * byte p % width of window record p / width), go to the chunks in runs of
+ * records that share a chunk, each run contiguous in its chunk. */
+
+/* The chunk offset of window byte p. */
+static uint64_t dense_file_offset(const struct append_ctx *c, uint64_t p)
+{
+    return c->locs[p / c->src->width].offset + p % c->src->width;
+}
+
+/* The end (a window byte) of the run that holds window byte p. */
+static uint64_t dense_run_end(const struct append_ctx *c, uint64_t p)
+{
+    uint64_t count = c->w1 - c->w0, r = p / c->src->width, e = r + 1;
+    while (e < count && c->locs[e].chunk_id == c->locs[r].chunk_id)
+        e++;
+    return e * c->src->width;
+}
+
+/* Where Dense shard k's bytes start: k/nshards of the window, moved back
+ * to a 2 MiB boundary of its chunk (not before its run's start), so that
+ * each shard's writes cover whole 2 MiB stretches of the chunk, which the
+ * kernel then keeps as whole 2 MiB folios. */
+static uint64_t dense_cut(const struct append_ctx *c, size_t k)
+{
+    uint64_t total = (c->w1 - c->w0) * c->src->width;
+    if (k == 0 || k >= c->nshards)
+        return k == 0 ? 0 : total;
+    uint64_t p = total * k / c->nshards, width = c->src->width;
+    uint64_t r = p / width, first = r;
+    while (first > 0 && c->locs[first - 1].chunk_id == c->locs[r].chunk_id)
+        first--;
+    uint64_t at = dense_file_offset(c, p), aligned = at & ~(uint64_t)(HUGE_FOLIO - 1);
+    uint64_t run_start = c->locs[first].offset;
+    return p - (at - (aligned > run_start ? aligned : run_start));
+}
+
+/* Raw Dense: write the window bytes [dense_cut(k), dense_cut(k + 1)), a
+ * run's part per write_dense_run. */
+static void dense_shard(struct append_ctx *c, size_t k)
+{
+    zr_store *s = c->s;
+    const uint8_t *base = c->src->base + c->w0 * c->src->width;
+    uint64_t p = dense_cut(c, k), hi = dense_cut(c, k + 1);
+    char name[64];
+    while (p < hi && !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        uint64_t end = ZR_MIN(hi, dense_run_end(c, p));
+        uint32_t chunk = c->locs[p / c->src->width].chunk_id;
+        int rc = write_dense_run(zr_ftable_at(&s->chunks, chunk)->fd, base + p, end - p,
+                                 dense_file_offset(c, p), chunk_name(s, chunk, name, sizeof name));
+        if (rc != 0)
+            set_error(c, rc);
+        p = end;
+    }
+}
+
+/* Raw: write shard k (Dense: dense_shard; Ragged: its share of the
+ * records, up to RAW_RUN adjacent records, prefix and payload each, per
+ * write). */
 static void raw_shard(void *arg, size_t k)
 {
     struct append_ctx *c = arg;
     zr_store *s = c->s;
     const struct zr_src *src = c->src;
+    if (src->kind == ZR_DENSE) {
+        dense_shard(c, k);
+        return;
+    }
     uint64_t count = c->w1 - c->w0;
     uint64_t a = c->w0 + count * k / c->nshards, b = c->w0 + count * (k + 1) / c->nshards;
     char name[64];
-    uint8_t *prefixes = NULL;
-    struct iovec *iov = NULL;
-    if (src->kind == ZR_RAGGED) {
-        prefixes = zr_malloc(RAW_RUN * 8 * (1 + ZR_MAX_NDIM));
-        iov = zr_malloc(2 * RAW_RUN * sizeof *iov);
-        if (!prefixes || !iov) {
-            set_error(c, zr_err(ZR_ENOMEM, "append buffers"));
-            goto out;
-        }
+    uint8_t *prefixes = zr_malloc(RAW_RUN * 8 * (1 + ZR_MAX_NDIM));
+    struct iovec *iov = zr_malloc(2 * RAW_RUN * sizeof *iov);
+    if (!prefixes || !iov) {
+        set_error(c, zr_err(ZR_ENOMEM, "append buffers"));
+        goto out;
     }
     while (a < b && !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
         const struct zr_loc *la = &c->locs[a - c->w0];
-        int fd = zr_ftable_at(&s->chunks, la->chunk_id)->fd;
-        uint64_t e = a + 1;
-        int rc;
-        if (src->kind == ZR_DENSE) {
-            while (e < b && c->locs[e - c->w0].chunk_id == la->chunk_id)
-                e++;
-            rc = write_dense_run(fd, src->base + a * src->width, (e - a) * src->width, la->offset,
-                                 chunk_name(s, la->chunk_id, name, sizeof name));
-        } else {
-            /* Records reserved one after another in one chunk are
-             * adjacent on disk: one write covers them all. */
-            uint64_t end = (uint64_t)la->offset + la->phys_length;
-            while (e < b && e - a < RAW_RUN && c->locs[e - c->w0].chunk_id == la->chunk_id &&
-                   c->locs[e - c->w0].offset == end) {
-                end += c->locs[e - c->w0].phys_length;
-                e++;
-            }
-            uint8_t *p = prefixes;
-            for (uint64_t r = a; r < e; r++) {
-                zr_src_fill_prefix(src, r, p);
-                iov[2 * (r - a)] = (struct iovec){.iov_base = p, .iov_len = zr_src_prefix(src, r)};
-                iov[2 * (r - a) + 1] = (struct iovec){.iov_base = (void *)src->recs[r].data,
-                                                      .iov_len = zr_src_payload(src, r)};
-                p += zr_src_prefix(src, r);
-            }
-            rc = zr_writev_all(fd, iov, (int)(2 * (e - a)), la->offset,
-                               chunk_name(s, la->chunk_id, name, sizeof name));
+        /* Records reserved one after another in one chunk are adjacent
+         * on disk: one write covers them all. */
+        uint64_t e = a + 1, end = (uint64_t)la->offset + la->phys_length;
+        while (e < b && e - a < RAW_RUN && c->locs[e - c->w0].chunk_id == la->chunk_id &&
+               c->locs[e - c->w0].offset == end) {
+            end += c->locs[e - c->w0].phys_length;
+            e++;
         }
+        uint8_t *p = prefixes;
+        for (uint64_t r = a; r < e; r++) {
+            zr_src_fill_prefix(src, r, p);
+            iov[2 * (r - a)] = (struct iovec){.iov_base = p, .iov_len = zr_src_prefix(src, r)};
+            iov[2 * (r - a) + 1] = (struct iovec){.iov_base = (void *)src->recs[r].data,
+                                                  .iov_len = zr_src_payload(src, r)};
+            p += zr_src_prefix(src, r);
+        }
+        int rc = zr_writev_all(zr_ftable_at(&s->chunks, la->chunk_id)->fd, iov, (int)(2 * (e - a)),
+                               la->offset, chunk_name(s, la->chunk_id, name, sizeof name));
         a = e;
         if (rc != 0)
             set_error(c, rc);
