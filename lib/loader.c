@@ -23,6 +23,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -169,6 +171,36 @@ static int slot_new(zr_loader *ld, struct slot **out)
     ld->all_slots = sl;
     pthread_mutex_unlock(&ld->lock);
     *out = sl;
+    return 0;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older C libraries lack the name */
+#endif
+
+/* Make a slot ahead of time, its Dense buffers' pages faulted in, and put
+ * it on the free list. zr_loader_create makes the depth + 1 slots of the
+ * steady state (depth steps prepared, one held by the caller) this way:
+ * made lazily, a slot's first batch paid for faulting in its buffer, a
+ * page at a time, at whatever step the workers first got that far ahead
+ * (for a 37 MiB batch, a tenth of a second of the first minute). A kernel
+ * without MADV_POPULATE_WRITE leaves the faults to the first gather. */
+static int slot_ready(zr_loader *ld)
+{
+    struct slot *sl;
+    int rc = slot_new(ld, &sl);
+    if (rc != 0)
+        return rc;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (size_t k = 0; k < ld->nstreams; k++) {
+        uint64_t bytes = ld->sampler.batch * ld->streams[k].width;
+        if (!sl->dense[k] || bytes < page)
+            continue;
+        uintptr_t a = (uintptr_t)sl->dense[k] / page * page;
+        madvise((void *)a, (uintptr_t)sl->dense[k] + bytes - a, MADV_POPULATE_WRITE);
+    }
+    sl->next_free = ld->free_slots;
+    ld->free_slots = sl;
     return 0;
 }
 
@@ -392,6 +424,8 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
         if (!(st->name = zr_strdup(names[k])))
             rc = zr_err(ZR_ENOMEM, "allocating a loader");
     }
+    for (unsigned k = 0; rc == 0 && k <= depth; k++)
+        rc = slot_ready(ld);
     for (unsigned t = 0; rc == 0 && t < nthreads; t++) {
         int e = pthread_create(&ld->threads[t], NULL, worker_main, ld);
         if (e != 0)

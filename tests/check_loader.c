@@ -13,9 +13,15 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #include "tests/helpers.h"
 #include "tests/suites.h"
@@ -480,6 +486,64 @@ START_TEST(batch_buffers_are_recycled_across_steps)
 }
 END_TEST
 
+/* This process's anonymous resident memory, in KiB (/proc/self/status). */
+static long rss_anon_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+#define BIG_WIDTH ((uint64_t)256 << 10) /* 256 KiB records, 16 MiB a batch of 64 */
+
+/* The buffers of the steady state (depth steps prepared, one held by the
+ * caller) exist, their pages resident, when zr_loader_create returns: made
+ * as the workers got ahead, the last of them was faulted in a page at a
+ * time during some later step. Before any step is taken the workers can
+ * have filled depth buffers at most, so depth + 1 resident buffers can only
+ * come from the creation. */
+START_TEST(loader_buffers_are_resident_when_it_is_created)
+{
+    void *probe = malloc(1 << 20);
+    ck_assert_ptr_nonnull(probe);
+    bool populate = madvise((void *)(((uintptr_t)probe + 4095) & ~(uintptr_t)4095), 1 << 16,
+                            MADV_POPULATE_WRITE) == 0;
+    free(probe);
+    if (!populate)
+        return; /* a kernel before 5.14 */
+    char *dir = zt_tempdir(), *path = zt_join(dir, "big");
+    const uint64_t shape[] = {BIG_WIDTH};
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "|u1", shape, 1, NULL));
+    uint8_t *recs = calloc(64, BIG_WIDTH);
+    ck_assert_ptr_nonnull(recs);
+    ZR_OK_CALL(zr_append_dense(s, "|u1", shape, 1, recs, 64, NULL));
+    free(recs);
+    zr_loader_opts o = {.mode = ZR_IID, .batch = 64, .depth = 2};
+    const char *name = "big";
+    long before = rss_anon_kib();
+    zr_loader *ld;
+    ZR_OK_CALL(zr_loader_create(&ld, &s, &name, 1, &o));
+    long grown = rss_anon_kib() - before, slot = (long)(64 * BIG_WIDTH / 1024);
+    ck_assert_msg(grown >= 3 * slot - slot / 4, "%ld KiB resident after creation, %ld a batch",
+                  grown, slot);
+    zr_batch *b;
+    ZR_OK_CALL(zr_loader_next(ld, &b));
+    zr_batch_release(b);
+    zr_loader_destroy(ld);
+    zr_close(s);
+    zt_rmtree(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 /* Destroy while workers are mid-transform and the caller holds batches:
  * it must return, and (run under valgrind) leak nothing. */
 START_TEST(destroy_with_batches_in_flight_returns_and_frees_everything)
@@ -649,6 +713,7 @@ Suite *suite_loader(void)
     tcase_add_test(tc, double_release_does_not_share_buffers);
     tcase_add_test(tc, gather_error_surfaces_from_next_for_its_step);
     tcase_add_test(tc, batch_buffers_are_recycled_across_steps);
+    tcase_add_test(tc, loader_buffers_are_resident_when_it_is_created);
     tcase_add_test(tc, destroy_with_batches_in_flight_returns_and_frees_everything);
     tcase_add_test(tc, streams_of_unequal_length_are_refused);
     tcase_add_test(tc, ranks_in_separate_processes_cover_each_cycle_once);

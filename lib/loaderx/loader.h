@@ -159,7 +159,10 @@ typedef struct zr_loader_opts {
  * runs the transform, and keeps up to depth batches ready on its worker
  * threads. It never ends: there is no epoch and no last batch. Each worker
  * gather fans out over the library's thread pool, so one worker is often
- * enough unless the transform is heavy.
+ * enough unless the transform is heavy. The depth + 1 batch buffers of the
+ * steady state (depth prepared, one held by the caller) are made here,
+ * their Dense pages faulted in, so that the first steps of a run do not
+ * pay for them.
  *
  * Errors: ZR_EINVAL (NULL argument, no streams, duplicate name, streams of
  * different lengths, empty streams, a sampler parameter out of range,
