@@ -28,7 +28,7 @@
  * caller's memory, the writes spread over the pool: a Dense window's
  * bytes cut between the threads on 2 MiB boundaries of the chunk
  * (dense_cut) and written in pieces of at most WRITE_PIECE bytes, each
- * faulted in just before its write (populate_source).
+ * faulted in just before its write (zr_populate).
  * Compressed records are claimed one at a time by the workers and
  * compressed into the worker's own group buffer; a full group (up to 256
  * records or about 1 MiB) takes the next free offsets for its records, in
@@ -42,9 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include "codec.h"
 #include "engine.h"
@@ -128,30 +126,16 @@ static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n
  * iovec each, within IOV_MAX. */
 #define RAW_RUN 512
 
-/* Fault the pages of a caller's buffer into its page tables before a
- * write reads them. The kernel copies a write into the page cache in
- * pieces of up to 2 MiB, each a page-cache folio of that size, but halves
- * the piece for the rest of the call whenever a copy stops at a source
- * page that is not mapped yet, as in a buffer that maps a file (an .npy
- * opened with mmap): the chunk then ends up in 4 KiB pages, and a store's
- * huge-page mapping (engine.c) cannot use them. A kernel without
- * MADV_POPULATE_READ (before 5.14) refuses it, which changes nothing. */
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14; older C libraries lack the name */
-#endif
-
-static void populate_source(const void *p, size_t n)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)p / page * page;
-    if (n >= 2 * page)
-        madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
-}
-
 /* A Dense run is written in pieces that end on multiples of this many
- * bytes of the chunk (a multiple of 2 MiB), each populated just before
- * its write, so that a run from a buffer larger than the RAM is not
- * faulted in all at once. */
+ * bytes of the chunk (a multiple of 2 MiB), each faulted into the page
+ * tables just before its write (zr_populate), so that a run from a buffer
+ * larger than the RAM is not faulted in all at once. The kernel copies a
+ * write into the page cache in pieces of up to 2 MiB, each a page-cache
+ * folio of that size, but halves the piece for the rest of the call
+ * whenever a copy stops at a source page that is not mapped yet, as in a
+ * buffer that maps a file (an .npy opened with mmap): the chunk would then
+ * end up in 4 KiB pages, which a store's huge-page mapping (engine.c)
+ * cannot use. */
 #define WRITE_PIECE ((uint64_t)64 << 20)
 /* The largest page-cache folio the kernel makes of a write (a PMD). */
 #define HUGE_FOLIO ((uint64_t)2 << 20)
@@ -161,7 +145,7 @@ static int write_dense_run(int fd, const uint8_t *p, uint64_t len, uint64_t off,
     int rc = 0;
     while (len > 0 && rc == 0) {
         uint64_t piece = ZR_MIN(len, WRITE_PIECE - off % WRITE_PIECE);
-        populate_source(p, (size_t)piece);
+        zr_populate(p, (size_t)piece, false);
         rc = zr_write_all(fd, p, (size_t)piece, off, name);
         p += piece;
         off += piece;

@@ -160,3 +160,16 @@ int zr_write_file_atomic(int dirfd, const char *name, const void *buf, size_t le
         zr_io.unlinkat(dirfd, tmp, 0);
     return rc;
 }
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older C libraries lack the names */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void zr_populate(const void *p, size_t n, bool write)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p / page * page;
+    if (n >= 2 * page)
+        madvise((void *)a, (uintptr_t)p + n - a, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}

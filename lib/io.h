@@ -7,6 +7,7 @@
 #ifndef ZR_IO_H
 #define ZR_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -60,5 +61,11 @@ int zr_read_small_file(int dirfd, const char *name, size_t max, void **buf, size
 /* Write a small file durably under a temporary name, fsync it and rename
  * it into place (the directory is not synced here). */
 int zr_write_file_atomic(int dirfd, const char *name, const void *buf, size_t len);
+
+/* Fault the pages of [p, p + n) into this process's page tables, for
+ * reading (write false) or writing, with madvise MADV_POPULATE_READ or
+ * _WRITE; ranges under two pages are left alone. A kernel before 5.14
+ * refuses the advice, which changes nothing. */
+void zr_populate(const void *p, size_t n, bool write);
 
 #endif

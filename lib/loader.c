@@ -23,10 +23,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "io.h"
 
 #define MSG_MAX 512
 /* Batch buffers are aligned for vector loads in transforms. */
@@ -174,31 +173,21 @@ static int slot_new(zr_loader *ld, struct slot **out)
     return 0;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older C libraries lack the name */
-#endif
-
 /* Make a slot ahead of time, its Dense buffers' pages faulted in, and put
  * it on the free list. zr_loader_create makes the depth + 1 slots of the
  * steady state (depth steps prepared, one held by the caller) this way:
  * made lazily, a slot's first batch paid for faulting in its buffer, a
  * page at a time, at whatever step the workers first got that far ahead
- * (for a 37 MiB batch, a tenth of a second of the first minute). A kernel
- * without MADV_POPULATE_WRITE leaves the faults to the first gather. */
+ * (for a 37 MiB batch, a tenth of a second of the first minute). */
 static int slot_ready(zr_loader *ld)
 {
     struct slot *sl;
     int rc = slot_new(ld, &sl);
     if (rc != 0)
         return rc;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (size_t k = 0; k < ld->nstreams; k++) {
-        uint64_t bytes = ld->sampler.batch * ld->streams[k].width;
-        if (!sl->dense[k] || bytes < page)
-            continue;
-        uintptr_t a = (uintptr_t)sl->dense[k] / page * page;
-        madvise((void *)a, (uintptr_t)sl->dense[k] + bytes - a, MADV_POPULATE_WRITE);
-    }
+    for (size_t k = 0; k < ld->nstreams; k++)
+        if (sl->dense[k])
+            zr_populate(sl->dense[k], (size_t)(ld->sampler.batch * ld->streams[k].width), true);
     sl->next_free = ld->free_slots;
     ld->free_slots = sl;
     return 0;
