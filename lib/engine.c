@@ -137,6 +137,7 @@ static zr_store *store_alloc(const char *path, bool writable)
     pthread_mutex_init(&s->append_lock, NULL);
     pthread_mutex_init(&s->frontier_lock, NULL);
     pthread_mutex_init(&s->map_lock, NULL);
+    pthread_mutex_init(&s->canon_lock, NULL);
     return s;
 }
 
@@ -156,6 +157,7 @@ ZR_API void zr_close(zr_store *s)
     pthread_mutex_destroy(&s->append_lock);
     pthread_mutex_destroy(&s->frontier_lock);
     pthread_mutex_destroy(&s->map_lock);
+    pthread_mutex_destroy(&s->canon_lock);
     zr_free(s->path);
     zr_free(s);
 }
@@ -1042,6 +1044,38 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
     if (s->width && loc->logic_length != s->width)
         return ZR_ECORRUPT;
     return 0;
+}
+
+/* Entries zr_canon_grow checks at most in one call: 256 KiB of the table,
+ * so that the first gathers of a large store share the scan. */
+#define CANON_STEP 16384
+
+void zr_canon_grow(zr_store *s, uint64_t len)
+{
+    if (s->codec != ZR_CODEC_RAW || s->width == 0 ||
+        atomic_load_explicit(&s->canon, memory_order_acquire) >= len ||
+        atomic_load_explicit(&s->canon_broken, memory_order_relaxed) ||
+        pthread_mutex_trylock(&s->canon_lock) != 0)
+        return;
+    uint64_t i = atomic_load_explicit(&s->canon, memory_order_relaxed);
+    uint64_t end = ZR_MIN(len, i + CANON_STEP);
+    for (; i < end; i++) {
+        struct zr_loc l, want;
+        zr_canon_loc(s, i, &want);
+        if (zr_loc_get(s, i, &l) != 0 || l.chunk_id != want.chunk_id || l.offset != want.offset) {
+            atomic_store_explicit(&s->canon_broken, true, memory_order_relaxed);
+            break;
+        }
+    }
+    atomic_store_explicit(&s->canon, i, memory_order_release);
+    pthread_mutex_unlock(&s->canon_lock);
+}
+
+void zr_canon_forget(zr_store *s, uint64_t i)
+{
+    if (i < atomic_load_explicit(&s->canon, memory_order_relaxed))
+        atomic_store_explicit(&s->canon, i, memory_order_release);
+    atomic_store_explicit(&s->canon_broken, false, memory_order_relaxed);
 }
 
 int zr_check_indices(zr_store *s, const uint64_t *idx, size_t n, uint64_t *length)

@@ -63,6 +63,14 @@ struct zr_store {
 
     _Atomic uint64_t length; /* committed records; release-published */
 
+    /* Dense raw stores: records 0..canon-1 are known to lie where appends
+     * put them in a store never deleted from or compacted, record j at
+     * byte (j % per) * width of chunk j / per (per = chunk_cap / width), so
+     * a gather finds them without reading their entries (zr_canon_grow). */
+    _Atomic uint64_t canon;
+    _Atomic bool canon_broken;  /* the entry at canon is elsewhere */
+    pthread_mutex_t canon_lock; /* serialises zr_canon_grow */
+
     uint64_t chunk_cap;    /* logical chunk capacity in bytes */
     uint32_t seg_shift;    /* log2 of entries per loc segment */
     struct zr_ftable chunks;
@@ -124,6 +132,24 @@ int zr_ensure_mapped(zr_store *s);
 /* Check a record-table entry against the store's files; on success fills
  * *loc. Sets no message (callers name the entry). */
 int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
+
+/* Dense raw stores: check up to a fixed number of entries past canon
+ * (below len) against the canonical layout and advance canon over those
+ * that match. A call that finds another thread doing it returns at once. */
+void zr_canon_grow(zr_store *s, uint64_t len);
+
+/* Forget what is known about the layout from record i on (a delete or
+ * compaction is about to rewrite entries; exclusive use only). */
+void zr_canon_forget(zr_store *s, uint64_t i);
+
+/* The entry of record i < canon, made from the layout. */
+static inline void zr_canon_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
+{
+    uint64_t per = s->chunk_cap / s->width;
+    l->chunk_id = (uint32_t)(i / per);
+    l->offset = (uint32_t)((i % per) * s->width);
+    l->phys_length = l->logic_length = (uint32_t)s->width;
+}
 
 /* Format a message for a bad entry into this thread's last error. */
 int zr_loc_error(const zr_store *s, uint64_t index, const char *why);

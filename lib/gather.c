@@ -61,6 +61,7 @@ struct gather_ctx {
     size_t nshards;
     const struct zr_loc *locs; /* Ragged: the entries, already checked */
     const size_t *cut;         /* Ragged: block k is [cut[k], cut[k+1]) */
+    uint64_t canon;            /* Dense raw: records below it need no entry */
     _Atomic int failed;
     pthread_mutex_t err_lock;
     int err;
@@ -93,7 +94,7 @@ static inline void prefetch_loc(const zr_store *s, uint64_t i)
 }
 
 /* How many records ahead of the one being copied its entry is checked and
- * its first bytes asked for. */
+ * its bytes asked for (prefetch_record). */
 #define DATA_AHEAD 4
 _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entry");
 
@@ -118,16 +119,25 @@ static inline bool by_pread(const zr_store *s, const struct zr_loc *l)
     return s->nomap || (s->codec == ZR_CODEC_RAW && l->phys_length >= PREAD_MIN_RAW);
 }
 
-/* Ask the CPU for the first bytes of the record a checked entry names
- * (nothing for a record read with pread: its pages are not touched
+/* How much of a record is asked for ahead of its copy. A small record
+ * whole: the CPU then fetches all of its cache lines at once, where a
+ * copy that finds them cold waits for the first few before the hardware
+ * prefetcher takes over. With the caches flushed between batches (by
+ * touching 64 MiB), batches of 256 random 2 KiB records took 10% less
+ * time than with the first 128 bytes asked for. */
+#define PREFETCH_BYTES 4096
+
+/* Ask the CPU for the first PREFETCH_BYTES of the record a checked entry
+ * names (nothing for a record read with pread: its pages are not touched
  * through the mapping). */
 static inline void prefetch_record(const zr_store *s, const struct zr_loc *l)
 {
     if (by_pread(s, l))
         return;
     const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
-    __builtin_prefetch(src);
-    __builtin_prefetch(src + 64);
+    uint32_t n = l->phys_length < PREFETCH_BYTES ? l->phys_length : PREFETCH_BYTES;
+    for (uint32_t k = 0; k < n; k += 64)
+        __builtin_prefetch(src + k);
 }
 
 /* Read and check the entry of record i into l, and prefetch the record it
@@ -138,6 +148,23 @@ static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
     if (rc == 0)
         prefetch_record(s, l);
     return rc;
+}
+
+/* stage_loc for a gather that knows records below canon to lie in the
+ * canonical layout: their entries are made, not read. */
+static inline int stage(const struct gather_ctx *c, uint64_t i, struct zr_loc *l)
+{
+    if (i >= c->canon)
+        return stage_loc(c->s, i, l);
+    zr_canon_loc(c->s, i, l);
+    prefetch_record(c->s, l);
+    return 0;
+}
+
+static inline void prefetch_entry(const struct gather_ctx *c, uint64_t i)
+{
+    if (i >= c->canon)
+        prefetch_loc(c->s, i);
 }
 
 /* A shard's scratch buffer for compressed records read with pread
@@ -286,7 +313,7 @@ static void gather_shard(void *arg, size_t k)
         return;
     }
     if (c->locs) {
-        /* The entries are checked already; only the records' first bytes
+        /* The entries are checked already; only the records' bytes
          * are asked for ahead of the copy. */
         for (size_t j = a; j < b; j++) {
             if (atomic_load_explicit(&c->failed, memory_order_relaxed))
@@ -308,24 +335,25 @@ static void gather_shard(void *arg, size_t k)
     /* Two-stage pipeline over random records: the entry of record
      * j + PREFETCH_AHEAD is asked for, the entry of record j + DATA_AHEAD
      * (asked for earlier, so now in cache) is checked and its record's
-     * first bytes asked for, and record j is copied. The CPU then has the
+     * bytes asked for, and record j is copied. The CPU then has the
      * misses of several entries and records in flight at once, as a plain
-     * memcpy loop over computed addresses does. */
+     * memcpy loop over computed addresses does. Records below c->canon
+     * skip the first stage: their entries are computed (stage). */
     struct zr_loc ring[DATA_AHEAD];
     int ring_rc[DATA_AHEAD];
     for (size_t j = a; j < b && j < a + PREFETCH_AHEAD; j++)
-        prefetch_loc(s, c->idx[j]);
+        prefetch_entry(c, c->idx[j]);
     for (size_t j = a; j < b && j < a + DATA_AHEAD; j++)
-        ring_rc[j % DATA_AHEAD] = stage_loc(s, c->idx[j], &ring[j % DATA_AHEAD]);
+        ring_rc[j % DATA_AHEAD] = stage(c, c->idx[j], &ring[j % DATA_AHEAD]);
     for (size_t j = a; j < b; j++) {
         if (atomic_load_explicit(&c->failed, memory_order_relaxed))
             break;
         if (j + PREFETCH_AHEAD < b)
-            prefetch_loc(s, c->idx[j + PREFETCH_AHEAD]);
+            prefetch_entry(c, c->idx[j + PREFETCH_AHEAD]);
         struct zr_loc l = ring[j % DATA_AHEAD];
         int rc = ring_rc[j % DATA_AHEAD];
         if (j + DATA_AHEAD < b)
-            ring_rc[j % DATA_AHEAD] = stage_loc(s, c->idx[j + DATA_AHEAD], &ring[j % DATA_AHEAD]);
+            ring_rc[j % DATA_AHEAD] = stage(c, c->idx[j + DATA_AHEAD], &ring[j % DATA_AHEAD]);
         if (rc != 0) {
             rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
         } else {
@@ -428,6 +456,10 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (rc != 0 || n == 0)
         return rc;
     struct gather_ctx c = {.s = s, .idx = idx, .n = n, .dst = dst, .offsets = offsets};
+    if (s->width) {
+        zr_canon_grow(s, len);
+        c.canon = atomic_load_explicit(&s->canon, memory_order_acquire);
+    }
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {
         c.nshards = 1;

@@ -202,6 +202,8 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
         rc = write_intent(s, ZR_INTENT_DELETE, &h, val, e, NULL, 0);
         if (rc != 0)
             goto out;
+        /* Entries from the lowest deleted index on change. */
+        zr_canon_forget(s, t[m - 1]);
         for (size_t k = 0; k < e && rc == 0; k++)
             rc = write_entry(s, val[k].index, &val[k].loc);
         if (rc == 0)
@@ -348,6 +350,8 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         rc = zr_engine_sync_locked(s);
     if (rc == 0)
         rc = zr_ensure_mapped(s);
+    /* Records move and chunk files go. */
+    zr_canon_forget(s, 0);
     if (rc == 0 && (!(v = zr_malloc((len ? len : 1) * sizeof *v)) ||
                     !(b.e = zr_malloc(BATCH_ENTRIES * sizeof *b.e)) ||
                     !(b.data = zr_malloc(BATCH_BYTES))))

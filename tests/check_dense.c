@@ -462,6 +462,129 @@ START_TEST(large_raw_batches_split_across_threads_keep_request_order)
 }
 END_TEST
 
+/* How many leading records gathers know to lie in the layout. */
+static uint64_t known_layout(zr_store *s)
+{
+    return atomic_load(&s->canon);
+}
+
+/* Gather records 0..n-1 and compare record i with record ids[i] of the
+ * generator stream seed (<u4 items of nelem elements). */
+static void check_dense_ids(zr_store *s, uint64_t seed, uint64_t nelem, const uint64_t *ids,
+                            uint64_t n)
+{
+    uint64_t width = 4 * nelem;
+    uint64_t *idx = malloc(n * sizeof *idx);
+    uint8_t *got = malloc(n * width);
+    for (uint64_t i = 0; i < n; i++)
+        idx[i] = i;
+    ZR_OK_CALL(zr_gather_dense(s, idx, n, got));
+    for (uint64_t i = 0; i < n; i++) {
+        void *want = zt_dense_gen("<u4", nelem, seed, ids[i], 1);
+        ck_assert_msg(memcmp(got + i * width, want, width) == 0,
+                      "record %llu is not record %llu of the stream", (unsigned long long)i,
+                      (unsigned long long)ids[i]);
+        free(want);
+    }
+    free(got);
+    free(idx);
+}
+
+/* A raw Dense store written only by appends has every record where the
+ * chunk geometry puts it, and gathers use that instead of reading each
+ * entry: the layout must agree with where appends put records, follow a
+ * delete, and end where the entries say otherwise. */
+START_TEST(gathers_know_the_layout_of_appended_records_and_follow_deletes)
+{
+    /* 96-byte records in 1000-byte chunks: ten fit, 40 bytes stay empty. */
+    zr_testing_set_geometry(1000, 16);
+    const uint64_t shape[] = {24};
+    char *path = zt_path("s");
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "<u4", shape, 1, NULL));
+    zt_append_dense_gen(s, 9, 37);
+    zt_append_dense_gen(s, 9, 1);
+    zt_append_dense_gen(s, 9, 62);
+    uint64_t ids[100];
+    for (uint64_t i = 0; i < 100; i++)
+        ids[i] = i;
+    check_dense_ids(s, 9, 24, ids, 100);
+    ck_assert_uint_eq(known_layout(s), 100);
+
+    /* Descending 99, 50, 3: 99 is last and goes; 50 takes 98, 3 takes 97. */
+    uint64_t del[] = {3, 50, 99, 3};
+    ZR_OK_CALL(zr_delete(s, del, 4));
+    ids[50] = 98;
+    ids[3] = 97;
+    check_dense_ids(s, 9, 24, ids, 97);
+    ck_assert_uint_eq(known_layout(s), 3);
+
+    /* Compaction packs the records in physical order: index 3 is then
+     * still out of place, and every gather stays right. */
+    ZR_OK_CALL(zr_compact(s, NULL));
+    check_dense_ids(s, 9, 24, ids, 97);
+    ck_assert_uint_eq(known_layout(s), 3);
+    zt_check_dense_idx(s, 9, (const uint64_t[]){0, 1, 2}, 3);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* An entry that names another record's place is followed, even where the
+ * layout would put the record elsewhere: records 5 and 6 swap entries. */
+START_TEST(gathers_follow_entries_that_leave_the_layout)
+{
+    const uint64_t shape[] = {24};
+    char *path = zt_path("s");
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "<u4", shape, 1, NULL));
+    zt_append_dense_gen(s, 4, 20);
+    zr_close(s);
+    char *seg = zt_join(path, "0.loc");
+    size_t len;
+    uint8_t *t = zt_slurp(seg, &len);
+    ck_assert_uint_eq(len, 20 * 16);
+    zt_patch(seg, 5 * 16, t + 6 * 16, 16);
+    zt_patch(seg, 6 * 16, t + 5 * 16, 16);
+    free(t);
+    free(seg);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    uint64_t ids[20];
+    for (uint64_t i = 0; i < 20; i++)
+        ids[i] = i;
+    ids[5] = 6;
+    ids[6] = 5;
+    check_dense_ids(s, 4, 24, ids, 20);
+    check_dense_ids(s, 4, 24, ids, 20);
+    ck_assert_uint_eq(known_layout(s), 5);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* A store larger than what one gather checks of the layout: batches mix
+ * records below and above what is known, and all come out right. */
+START_TEST(gathers_mix_known_and_unknown_layout)
+{
+    const uint64_t shape[] = {2};
+    char *path = zt_path("s");
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "<u4", shape, 1, NULL));
+    zt_append_dense_gen(s, 5, 50000);
+    uint64_t idx[512];
+    for (int round = 0; round < 6; round++) {
+        for (uint64_t k = 0; k < 512; k++)
+            idx[k] = (k * 7919 + (uint64_t)round * 104729) % 50000;
+        zt_check_dense_idx(s, 5, idx, 512);
+        ck_assert_uint_gt(known_layout(s), 0);
+        ck_assert_uint_le(known_layout(s), 50000);
+    }
+    ck_assert_uint_eq(known_layout(s), 50000);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_dense(void)
 {
     Suite *s = suite_create("dense");
@@ -483,6 +606,9 @@ Suite *suite_dense(void)
     tcase_add_test(tc, chunks_and_segments_roll_over_together);
     tcase_add_test(tc, record_span_points_at_the_bytes_a_gather_copies);
     tcase_add_test(tc, large_raw_batches_split_across_threads_keep_request_order);
+    tcase_add_test(tc, gathers_know_the_layout_of_appended_records_and_follow_deletes);
+    tcase_add_test(tc, gathers_follow_entries_that_leave_the_layout);
+    tcase_add_test(tc, gathers_mix_known_and_unknown_layout);
     suite_add_tcase(s, tc);
     return s;
 }
