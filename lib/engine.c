@@ -197,7 +197,7 @@ static int load_dict(zr_store *s)
     }
     s->dict = buf;
     s->dict_len = len;
-    s->ddict = ZSTD_createDDict(buf, len);
+    s->ddict = ZSTD_createDDict_byReference(s->dict, s->dict_len);
     if (!s->ddict)
         return zr_err(ZR_ECORRUPT, "%s: dict.zr is not a usable zstd dictionary", s->path);
     return 0;
@@ -710,11 +710,6 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
             goto fail;
     }
     if (codec == ZR_CODEC_ZSTD_DICT) {
-        s->ddict = ZSTD_createDDict(opts->dict, opts->dict_len);
-        if (!s->ddict) {
-            rc = zr_err(ZR_ECODEC, "the dictionary is not usable by zstd");
-            goto fail;
-        }
         s->dict = zr_malloc(opts->dict_len);
         if (!s->dict) {
             rc = zr_err(ZR_ENOMEM, "copying the dictionary");
@@ -722,6 +717,11 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
         }
         memcpy(s->dict, opts->dict, opts->dict_len);
         s->dict_len = opts->dict_len;
+        s->ddict = ZSTD_createDDict_byReference(s->dict, s->dict_len);
+        if (!s->ddict) {
+            rc = zr_err(ZR_ECODEC, "the dictionary is not usable by zstd");
+            goto fail;
+        }
         if ((rc = zr_write_file_atomic(s->dirfd, ZR_DICT_FILE, s->dict, s->dict_len)) != 0)
             goto fail;
     }

@@ -58,7 +58,7 @@ struct zr_store {
     int codec;
     void *dict;
     size_t dict_len;
-    ZSTD_DDict *ddict;
+    ZSTD_DDict *ddict; /* refers to dict's bytes */
     ZSTD_CDict *cdict; /* made on first compressed append */
 
     _Atomic uint64_t length; /* committed records; release-published */

@@ -66,6 +66,7 @@ struct gather_ctx {
     const struct zr_loc *locs; /* Ragged: the entries, already checked */
     const size_t *cut;         /* Ragged: block k is [cut[k], cut[k+1]) */
     uint64_t canon;            /* Dense raw: records below it need no entry */
+    uint64_t call;             /* this call's number, from 1 (see calls) */
     _Atomic int failed;
     pthread_mutex_t err_lock;
     int err;
@@ -169,6 +170,32 @@ static inline void prefetch_entry(const struct gather_ctx *c, uint64_t i)
 {
     if (i >= c->canon)
         prefetch_loc(c->s, i);
+}
+
+/* A thread's first shard of a gather call, when it has at least this many
+ * records, asks the CPU for the whole dictionary before it decodes. */
+#define WARM_DICT_RECORDS 8
+
+/* Numbers gather calls, so that a thread warms the dictionary once a call
+ * (warmed_for) however many of its shards it takes. */
+static atomic_uint_fast64_t calls;
+static _Thread_local uint64_t warmed_for;
+
+/* Ask the CPU for the dictionary's bytes and the decoder's tables made
+ * from it. A record's matches read the dictionary at random places; when
+ * other work has evicted it since the last batch, each of those reads is a
+ * cache miss that the decoder waits for in turn, where asking for all of
+ * it at once streams it in. Batches of 256 Ragged token records against
+ * a 128 KiB dictionary took 18-23% less time with 64 MiB touched between
+ * two batches, and the same time (within 1%) with nothing in between. */
+static void warm_dict(const zr_store *s)
+{
+    const uint8_t *d = s->dict, *t = (const uint8_t *)s->ddict;
+    for (size_t k = 0; k < s->dict_len; k += 64)
+        __builtin_prefetch(d + k);
+    size_t tables = ZSTD_sizeof_DDict(s->ddict);
+    for (size_t k = 0; k < tables; k += 64)
+        __builtin_prefetch(t + k);
 }
 
 /* A shard's scratch buffer for compressed records read with pread
@@ -316,6 +343,10 @@ static void gather_shard(void *arg, size_t k)
         gather_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
         return;
     }
+    if (s->ddict && b - a >= WARM_DICT_RECORDS && warmed_for != c->call) {
+        warmed_for = c->call;
+        warm_dict(s);
+    }
     if (c->locs) {
         /* The entries are checked already; only the records' bytes
          * are asked for ahead of the copy. */
@@ -460,6 +491,8 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (rc != 0 || n == 0)
         return rc;
     struct gather_ctx c = {.s = s, .idx = idx, .n = n, .dst = dst, .offsets = offsets};
+    if (s->ddict)
+        c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     if (s->width) {
         zr_canon_grow(s, len);
         c.canon = atomic_load_explicit(&s->canon, memory_order_acquire);
