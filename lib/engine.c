@@ -1046,11 +1046,14 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
     return 0;
 }
 
-/* Entries zr_canon_grow checks at most in one call: 256 KiB of the table,
- * so that the first gathers of a large store share the scan. */
+/* Entries zr_canon_grow checks per record of the gather that calls it,
+ * and at most in one call (256 KiB of the table): the first gathers of a
+ * large store share the scan in proportion to their own work, so a
+ * gather of one record (a file read through zrecordfs) adds little. */
+#define CANON_PER_RECORD 64
 #define CANON_STEP 16384
 
-void zr_canon_grow(zr_store *s, uint64_t len)
+void zr_canon_grow(zr_store *s, uint64_t len, size_t n)
 {
     if (s->codec != ZR_CODEC_RAW || s->width == 0 ||
         atomic_load_explicit(&s->canon, memory_order_acquire) >= len ||
@@ -1058,7 +1061,7 @@ void zr_canon_grow(zr_store *s, uint64_t len)
         pthread_mutex_trylock(&s->canon_lock) != 0)
         return;
     uint64_t i = atomic_load_explicit(&s->canon, memory_order_relaxed);
-    uint64_t end = ZR_MIN(len, i + CANON_STEP);
+    uint64_t end = ZR_MIN(len, i + ZR_MIN((uint64_t)n * CANON_PER_RECORD, CANON_STEP));
     for (; i < end; i++) {
         struct zr_loc l, want;
         zr_canon_loc(s, i, &want);

@@ -133,10 +133,11 @@ int zr_ensure_mapped(zr_store *s);
  * *loc. Sets no message (callers name the entry). */
 int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
 
-/* Dense raw stores: check up to a fixed number of entries past canon
- * (below len) against the canonical layout and advance canon over those
- * that match. A call that finds another thread doing it returns at once. */
-void zr_canon_grow(zr_store *s, uint64_t len);
+/* Dense raw stores: check entries past canon (below len; a number
+ * bounded by the calling gather's n records) against the canonical layout
+ * and advance canon over those that match. A call that finds another
+ * thread doing it returns at once. */
+void zr_canon_grow(zr_store *s, uint64_t len, size_t n);
 
 /* Forget what is known about the layout from record i on (a delete or
  * compaction is about to rewrite entries; exclusive use only). */

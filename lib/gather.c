@@ -494,7 +494,7 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (s->ddict)
         c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     if (s->width) {
-        zr_canon_grow(s, len);
+        zr_canon_grow(s, len, n);
         c.canon = atomic_load_explicit(&s->canon, memory_order_acquire);
     }
     pthread_mutex_init(&c.err_lock, NULL);
