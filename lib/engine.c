@@ -888,6 +888,11 @@ static int take_over(zr_store *s, const char *op, pid_t owner)
      * (R16). */
     if (rc == 0)
         rc = zr_engine_sync_locked(s);
+    /* What the handle knew of the layout may predate deletes and
+     * compactions by the owner since the fork, which leave the header as
+     * it was. */
+    if (rc == 0)
+        zr_canon_forget(s, 0);
     if (rc != 0 && locked) {
         fl.l_type = F_UNLCK;
         fcntl(s->metafd, F_SETLK, &fl);
@@ -1046,16 +1051,49 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
     return 0;
 }
 
-/* Entries zr_canon_grow checks per record of the gather that calls it,
+/* Entries canon_grow checks per record of the gather that calls it,
  * and at most in one call (256 KiB of the table): the first gathers of a
  * large store share the scan in proportion to their own work, so a
  * gather of one record (a file read through zrecordfs) adds little. */
 #define CANON_PER_RECORD 64
 #define CANON_STEP 16384
 
-void zr_canon_grow(zr_store *s, uint64_t len, size_t n)
+/* This process's id, kept current across fork() by an atfork handler, so
+ * that a gather can tell whether it runs in the process that writes
+ * through a handle without a system call. */
+static _Atomic pid_t self_pid;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void self_child(void)
 {
-    if (s->codec != ZR_CODEC_RAW || s->width == 0 ||
+    atomic_store(&self_pid, getpid());
+}
+
+static void self_init(void)
+{
+    atomic_store(&self_pid, getpid());
+    pthread_atfork(NULL, NULL, self_child);
+}
+
+/* Whether this process may rely on what s knows of the layout: the
+ * entries of a read-only handle change in no process (no writer can hold
+ * the store beside it); those of a writable one change only through its
+ * owner, whose own deletes and compactions forget what they change. A
+ * process that inherited a writable handle through fork() does not see
+ * its owner's forgetting, and reads every entry; once it takes the handle
+ * over it starts from nothing (take_over). */
+static bool canon_trusted(const zr_store *s)
+{
+    if (!s->writable)
+        return true;
+    pthread_once(&self_once, self_init);
+    return atomic_load_explicit(&s->owner, memory_order_relaxed) ==
+           atomic_load_explicit(&self_pid, memory_order_relaxed);
+}
+
+static void canon_grow(zr_store *s, uint64_t len, size_t n)
+{
+    if (s->codec != ZR_CODEC_RAW || s->width == 0 || s->width > s->chunk_cap ||
         atomic_load_explicit(&s->canon, memory_order_acquire) >= len ||
         atomic_load_explicit(&s->canon_broken, memory_order_relaxed) ||
         pthread_mutex_trylock(&s->canon_lock) != 0)
@@ -1072,6 +1110,14 @@ void zr_canon_grow(zr_store *s, uint64_t len, size_t n)
     }
     atomic_store_explicit(&s->canon, i, memory_order_release);
     pthread_mutex_unlock(&s->canon_lock);
+}
+
+uint64_t zr_canon_known(zr_store *s, uint64_t len, size_t n)
+{
+    if (!canon_trusted(s))
+        return 0;
+    canon_grow(s, len, n);
+    return atomic_load_explicit(&s->canon, memory_order_acquire);
 }
 
 void zr_canon_forget(zr_store *s, uint64_t i)

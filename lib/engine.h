@@ -66,10 +66,10 @@ struct zr_store {
     /* Dense raw stores: records 0..canon-1 are known to lie where appends
      * put them in a store never deleted from or compacted, record j at
      * byte (j % per) * width of chunk j / per (per = chunk_cap / width), so
-     * a gather finds them without reading their entries (zr_canon_grow). */
+     * a gather finds them without reading their entries (zr_canon_known). */
     _Atomic uint64_t canon;
     _Atomic bool canon_broken;  /* the entry at canon is elsewhere */
-    pthread_mutex_t canon_lock; /* serialises zr_canon_grow */
+    pthread_mutex_t canon_lock; /* serialises the growth of canon */
 
     uint64_t chunk_cap;    /* logical chunk capacity in bytes */
     uint32_t seg_shift;    /* log2 of entries per loc segment */
@@ -133,11 +133,13 @@ int zr_ensure_mapped(zr_store *s);
  * *loc. Sets no message (callers name the entry). */
 int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
 
-/* Dense raw stores: check entries past canon (below len; a number
- * bounded by the calling gather's n records) against the canonical layout
- * and advance canon over those that match. A call that finds another
- * thread doing it returns at once. */
-void zr_canon_grow(zr_store *s, uint64_t len, size_t n);
+/* How many leading records a gather of n records (all below len) may
+ * find through zr_canon_loc: for a Dense raw store, canon, after checking
+ * entries past it (a number bounded by n) against the layout and
+ * advancing it over those that match (a call that finds another thread
+ * doing so skips that); 0 for other stores, and in a process that
+ * inherited a writable handle it does not own. */
+uint64_t zr_canon_known(zr_store *s, uint64_t len, size_t n);
 
 /* Forget what is known about the layout from record i on (a delete or
  * compaction is about to rewrite entries; exclusive use only). */

@@ -493,10 +493,8 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     struct gather_ctx c = {.s = s, .idx = idx, .n = n, .dst = dst, .offsets = offsets};
     if (s->ddict)
         c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
-    if (s->width) {
-        zr_canon_grow(s, len, n);
-        c.canon = atomic_load_explicit(&s->canon, memory_order_acquire);
-    }
+    if (s->width)
+        c.canon = zr_canon_known(s, len, n);
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {
         c.nshards = 1;

@@ -350,7 +350,9 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         rc = zr_engine_sync_locked(s);
     if (rc == 0)
         rc = zr_ensure_mapped(s);
-    /* Records move and chunk files go. */
+    /* Records move and chunk files go. Those the layout already covers
+     * are in place and stay, but the layout is learned again rather than
+     * kept on that argument. */
     zr_canon_forget(s, 0);
     if (rc == 0 && (!(v = zr_malloc((len ? len : 1) * sizeof *v)) ||
                     !(b.e = zr_malloc(BATCH_ENTRIES * sizeof *b.e)) ||

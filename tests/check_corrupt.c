@@ -636,6 +636,35 @@ START_TEST(missing_header_is_corrupt)
 }
 END_TEST
 
+/* Records wider than a chunk can hold cannot come from an append; a
+ * store whose header and entries say otherwise (here written with 8 KiB
+ * chunks and read with 4 KiB ones, its frontier moved below 4 KiB) is
+ * corrupt to every gather, which must say so rather than divide by the
+ * number of records a chunk holds. */
+START_TEST(records_wider_than_a_chunk_are_corrupt)
+{
+    zr_testing_set_geometry(8192, 0);
+    char *path = zt_path("wide");
+    zr_store *s;
+    const uint64_t shape[] = {1250}; /* 5000 bytes */
+    ZR_OK_CALL(zr_dense_create(&s, path, "<u4", shape, 1, NULL));
+    zt_append_dense_gen(s, 8, 1);
+    zr_close(s);
+    char *meta = zt_join(path, "meta.zr");
+    const uint8_t tail[4] = {0x00, 0x08, 0, 0}; /* tail_offset 2048 */
+    zt_patch(meta, 12, tail, sizeof tail);
+    zr_testing_set_geometry(4096, 0);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    uint8_t out[2][5000];
+    const uint64_t idx[] = {0, 0};
+    ZR_FAIL_CALL(zr_gather_dense(s, idx, 1, out), ZR_ECORRUPT);
+    ZR_FAIL_CALL(zr_gather_dense(s, idx, 2, out), ZR_ECORRUPT);
+    zr_close(s);
+    free(meta);
+    free(path);
+}
+END_TEST
+
 Suite *suite_corrupt(void)
 {
     Suite *s = suite_create("corrupt");
@@ -666,6 +695,7 @@ Suite *suite_corrupt(void)
     tcase_add_test(tc, missing_chunk_file_is_corrupt);
     tcase_add_test(tc, missing_first_chunk_is_corrupt);
     tcase_add_test(tc, missing_header_is_corrupt);
+    tcase_add_test(tc, records_wider_than_a_chunk_are_corrupt);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -553,6 +553,116 @@ START_TEST(only_one_of_two_inheritors_takes_over)
 }
 END_TEST
 
+/* A child reads through an inherited writable handle what the owner's
+ * changes left: the owner gathers every record (and so learns where they
+ * lie), the child is forked, the owner deletes record 0 (the last record
+ * takes its place); the child's gathers of record 0 give that last
+ * record, not the deleted one whose bytes still lie where record 0 was. */
+START_TEST(child_reads_what_the_owner_moved_after_the_fork)
+{
+    char *path = make_store();
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDWR));
+    zt_check_dense_all(s, SEED);
+    int go[2], fd;
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t pid = fork_reporting(&fd);
+    struct {
+        int rc;
+        uint16_t recs[3][16];
+    } r = {1, {{0}}};
+    if (pid == 0) {
+        close(go[1]);
+        char c;
+        const uint64_t idx[] = {0, 1, 0};
+        r.rc = read(go[0], &c, 1) == 1 ? zr_gather_dense(s, idx, 3, r.recs) : -1000;
+        if (r.rc == 0)
+            r.rc = zr_gather_dense(s, idx, 1, r.recs[2]);
+        _exit(write(fd, &r, sizeof r) == sizeof r ? 0 : 2);
+    }
+    close(go[0]);
+    const uint64_t del = 0;
+    ZR_OK_CALL(zr_delete(s, &del, 1));
+    ck_assert_int_eq(write(go[1], "x", 1), 1);
+    collect(pid, fd, &r, sizeof r);
+    close(go[1]);
+    ck_assert_int_eq(r.rc, 0);
+    uint16_t *last = zt_dense_gen("<u2", 16, SEED, 19, 1);
+    uint16_t *one = zt_dense_gen("<u2", 16, SEED, 1, 1);
+    ck_assert_mem_eq(r.recs[0], last, sizeof r.recs[0]);
+    ck_assert_mem_eq(r.recs[1], one, sizeof r.recs[1]);
+    ck_assert_mem_eq(r.recs[2], last, sizeof r.recs[2]);
+    free(last);
+    free(one);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* A daemon that takes a handle over reads the records where they are now.
+ * The starter gathers every record, forks the daemon, deletes record 0,
+ * appends one record and compacts, which moves every record but leaves
+ * the header byte for byte as at the fork, so the takeover is allowed; the
+ * daemon's gather of every record must equal a fresh open's. */
+START_TEST(daemon_that_takes_over_reads_records_where_they_are_now)
+{
+    char *path = make_store();
+    const uint64_t shape[] = {16};
+    uint64_t idx[20];
+    for (uint64_t k = 0; k < 20; k++)
+        idx[k] = k;
+    struct {
+        int rc;
+        uint16_t recs[20][16];
+    } r = {1, {{0}}};
+    int fd;
+    pid_t starter = fork_reporting(&fd);
+    if (starter == 0) {
+        zr_store *s;
+        int rc = zr_open(&s, path, ZR_RDWR);
+        if (rc == 0)
+            rc = zr_gather_dense(s, idx, 20, r.recs);
+        pid_t self = getpid(), daemon = rc == 0 ? fork() : -1;
+        if (daemon != 0) {
+            const uint64_t del = 0;
+            void *rec = zt_dense_gen("<u2", 16, SEED + 1, 0, 1);
+            if (rc == 0 && daemon < 0)
+                rc = -1000;
+            if (rc == 0)
+                rc = zr_delete(s, &del, 1);
+            if (rc == 0)
+                rc = zr_append_dense(s, "<u2", shape, 1, rec, 1, NULL);
+            if (rc == 0)
+                rc = zr_compact(s, NULL);
+            if (rc == 0)
+                rc = zr_sync(s);
+            _exit(write(fd, &rc, sizeof rc) == sizeof rc ? 0 : 2);
+        }
+        wait_reparented(self);
+        r.rc = zr_sync(s); /* takes the handle over */
+        if (r.rc == 0)
+            r.rc = zr_gather_dense(s, idx, 20, r.recs);
+        _exit(write(fd, &r, sizeof r) == sizeof r ? 0 : 2);
+    }
+    int rc = 1;
+    ck_assert_int_eq(read(fd, &rc, sizeof rc), (ssize_t)sizeof rc);
+    ck_assert_msg(rc == 0, "the starter's open, fork or changes gave %d", rc);
+    collect(starter, fd, &r, sizeof r);
+    ck_assert_msg(r.rc == 0, "the daemon's takeover or gather gave %d", r.rc);
+    zr_store *s = NULL;
+    for (int k = 0; zr_open(&s, path, ZR_RDONLY) == ZR_EBUSY && k < 1000; k++)
+        usleep(1000);
+    ck_assert_ptr_nonnull(s);
+    uint16_t now[20][16];
+    ZR_OK_CALL(zr_gather_dense(s, idx, 20, now));
+    for (int k = 0; k < 20; k++)
+        ck_assert_msg(memcmp(r.recs[k], now[k], sizeof now[k]) == 0,
+                      "the daemon read record %d from where it was before the compaction", k);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
 Suite *suite_lock(void)
 {
     Suite *s = suite_create("lock");
@@ -571,6 +681,8 @@ Suite *suite_lock(void)
     tcase_add_test(tc, takeover_is_refused_when_a_chunk_file_was_replaced);
     tcase_add_test(tc, takeover_is_refused_while_an_intent_is_pending);
     tcase_add_test(tc, only_one_of_two_inheritors_takes_over);
+    tcase_add_test(tc, child_reads_what_the_owner_moved_after_the_fork);
+    tcase_add_test(tc, daemon_that_takes_over_reads_records_where_they_are_now);
     suite_add_tcase(s, tc);
     return s;
 }
