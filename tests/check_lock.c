@@ -620,6 +620,7 @@ START_TEST(daemon_that_takes_over_reads_records_where_they_are_now)
     if (starter == 0) {
         zr_store *s;
         int rc = zr_open(&s, path, ZR_RDWR);
+        free(path); /* the starter and the daemon need only the handle */
         if (rc == 0)
             rc = zr_gather_dense(s, idx, 20, r.recs);
         pid_t self = getpid(), daemon = rc == 0 ? fork() : -1;
