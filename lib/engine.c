@@ -1060,7 +1060,9 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
 
 /* This process's id, kept current across fork() by an atfork handler, so
  * that a gather can tell whether it runs in the process that writes
- * through a handle without a system call. */
+ * through a handle without a system call. A child made without the
+ * handlers (_Fork(), a raw clone()) keeps its parent's id here; zr_open's
+ * contract rules such children out, as the pool's does. */
 static _Atomic pid_t self_pid;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 
@@ -1087,7 +1089,9 @@ static bool canon_trusted(const zr_store *s)
     if (!s->writable)
         return true;
     pthread_once(&self_once, self_init);
-    return atomic_load_explicit(&s->owner, memory_order_relaxed) ==
+    /* Acquire: a takeover forgets the layout before it names the new
+     * owner, so a thread that sees the new owner sees the forgetting. */
+    return atomic_load_explicit(&s->owner, memory_order_acquire) ==
            atomic_load_explicit(&self_pid, memory_order_relaxed);
 }
 
