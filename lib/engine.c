@@ -203,6 +203,19 @@ static int load_dict(zr_store *s)
     return 0;
 }
 
+/* A Dense store's record width, from its identity, and how many records
+ * a chunk holds in the layout appends give them (0 when none fits: a
+ * corrupt store or a wrong test geometry). */
+static void set_width(zr_store *s)
+{
+    if (s->id.kind != ZR_DENSE)
+        return;
+    s->width = s->id.itemsize;
+    for (uint32_t i = 0; i < s->id.ndim; i++)
+        s->width *= s->id.shape[i];
+    s->canon_per = s->width && s->width <= s->chunk_cap ? s->chunk_cap / s->width : 0;
+}
+
 static int open_dir(zr_store *s, const char *path)
 {
     s->dirfd = zr_io.openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0);
@@ -543,11 +556,7 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
     zr_free(idbuf);
     if (rc != 0)
         goto fail;
-    if (s->id.kind == ZR_DENSE) {
-        s->width = s->id.itemsize;
-        for (uint32_t i = 0; i < s->id.ndim; i++)
-            s->width *= s->id.shape[i];
-    }
+    set_width(s);
     if ((rc = recover(s)) != 0)
         goto fail;
     if ((rc = load_tables(s)) != 0)
@@ -738,11 +747,7 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
     if ((rc = sync_fd(s->dirfd, ".", path)) != 0)
         goto fail;
     zr_free(idbuf);
-    if (s->id.kind == ZR_DENSE) {
-        s->width = s->id.itemsize;
-        for (uint32_t i = 0; i < s->id.ndim; i++)
-            s->width *= s->id.shape[i];
-    }
+    set_width(s);
     s->dir_dirty = false;
     *out = s;
     return 0;
@@ -1097,7 +1102,7 @@ static bool canon_trusted(const zr_store *s)
 
 static void canon_grow(zr_store *s, uint64_t len, size_t n)
 {
-    if (s->codec != ZR_CODEC_RAW || s->width == 0 || s->width > s->chunk_cap ||
+    if (s->codec != ZR_CODEC_RAW || s->canon_per == 0 ||
         atomic_load_explicit(&s->canon, memory_order_acquire) >= len ||
         atomic_load_explicit(&s->canon_broken, memory_order_relaxed) ||
         pthread_mutex_trylock(&s->canon_lock) != 0)

@@ -65,9 +65,10 @@ struct zr_store {
 
     /* Dense raw stores: records 0..canon-1 are known to lie where appends
      * put them in a store never deleted from or compacted, record j at
-     * byte (j % per) * width of chunk j / per (per = chunk_cap / width), so
+     * byte (j % per) * width of chunk j / per (per = canon_per), so
      * a gather finds them without reading their entries (zr_canon_known). */
     _Atomic uint64_t canon;
+    uint64_t canon_per;         /* records a chunk holds: chunk_cap / width */
     _Atomic bool canon_broken;  /* the entry at canon is elsewhere */
     pthread_mutex_t canon_lock; /* serialises the growth of canon */
 
@@ -148,9 +149,8 @@ void zr_canon_forget(zr_store *s, uint64_t i);
 /* The entry of record i < canon, made from the layout. */
 static inline void zr_canon_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
 {
-    uint64_t per = s->chunk_cap / s->width;
-    l->chunk_id = (uint32_t)(i / per);
-    l->offset = (uint32_t)((i % per) * s->width);
+    l->chunk_id = (uint32_t)(i / s->canon_per);
+    l->offset = (uint32_t)((i % s->canon_per) * s->width);
     l->phys_length = l->logic_length = (uint32_t)s->width;
 }
 
