@@ -8,7 +8,9 @@
  *      header is written, so a concurrent gather never sees a record whose
  *      bytes or entry are not in place.
  *  R7. A record never straddles two chunks: one that does not fit in the
- *      rest of the current chunk starts the next chunk at offset 0.
+ *      rest of the current chunk starts the next chunk at offset 0. A
+ *      frontier at the very end of a chunk is committed as offset 0 of the
+ *      next one (zr_frontier_settle).
  *  R8. Bytes past the committed frontier, and table entries past the
  *      committed length, are garbage: a failed or interrupted append
  *      leaves them, and the next append overwrites them.
@@ -563,6 +565,9 @@ static int sync_batch(zr_store *s, uint64_t base, uint64_t n)
 
 static int commit(zr_store *s, uint64_t length)
 {
+    int rc = zr_frontier_settle(s, &s->fr_chunk, &s->fr_offset);
+    if (rc != 0)
+        return rc;
     struct zr_header h = s->hdr;
     h.length = length;
     h.tail_chunk = s->fr_chunk;
@@ -571,7 +576,7 @@ static int commit(zr_store *s, uint64_t length)
     zr_header_encode(&h, raw);
     char name[64];
     snprintf(name, sizeof name, "%s/meta.zr", s->path);
-    int rc = zr_write_all(s->metafd, raw, sizeof raw, 0, name);
+    rc = zr_write_all(s->metafd, raw, sizeof raw, 0, name);
     if (rc != 0)
         return rc;
     /* Make the new bytes readable, then publish the length (R6). */

@@ -33,6 +33,9 @@ static int check_identity_args(const char *dtype, const uint64_t *shape, uint32_
             return zr_err(ZR_ETOOBIG, "a record of this item shape exceeds 2 GiB");
         id->shape[i] = shape[i];
     }
+    /* A scalar item skips the loop: its width is the item size alone. */
+    if (width > ZR_MAX_RECORD)
+        return zr_err(ZR_ETOOBIG, "a record of this dtype exceeds 2 GiB");
     return 0;
 }
 

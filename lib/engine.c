@@ -115,6 +115,21 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
     return 0;
 }
 
+int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset)
+{
+    if (*offset < s->chunk_cap)
+        return 0;
+    uint32_t next = *chunk + 1;
+    if (next >= atomic_load(&s->chunks.count)) {
+        int rc = zr_ftable_add(s, &s->chunks, next, true);
+        if (rc != 0)
+            return rc;
+    }
+    *chunk = next;
+    *offset = 0;
+    return 0;
+}
+
 static zr_store *store_alloc(const char *path, bool writable)
 {
     zr_store *s = zr_calloc(1, sizeof *s);
@@ -372,6 +387,17 @@ static int longest_prefix(zr_store *s, uint64_t covered, uint64_t *out)
     return rc;
 }
 
+/* Create the empty tail chunk a full chunk hands the frontier to, when a
+ * power cut took it (R7, R15), and make its name durable. */
+static int recreate_tail(zr_store *s)
+{
+    int rc = zr_ftable_add(s, &s->chunks, s->hdr.tail_chunk, true);
+    if (rc == 0 && zr_io.fsync(s->dirfd) != 0)
+        rc = zr_err_sys(errno, "syncing folder %s", s->path);
+    s->dir_dirty = false;
+    return rc;
+}
+
 static int cut_lost_tail(zr_store *s, uint64_t covered)
 {
     uint32_t nchunks = atomic_load(&s->chunks.count);
@@ -385,7 +411,12 @@ static int cut_lost_tail(zr_store *s, uint64_t covered)
             return rc;
     }
     if (n == s->hdr.length) {
-        /* Nothing lost: the files must match the header exactly (R3). */
+        /* Nothing lost: the files must match the header exactly (R3),
+         * except that the empty chunk a full one hands the frontier to
+         * (R7) may have been lost with the folder's last sync. */
+        if (nchunks == s->hdr.tail_chunk && s->hdr.tail_offset == 0 &&
+            atomic_load(&zr_ftable_at(&s->chunks, nchunks - 1)->size) == s->chunk_cap)
+            return s->writable ? recreate_tail(s) : 0;
         if (nchunks <= s->hdr.tail_chunk)
             return zr_err(ZR_ECORRUPT, "%s/%u.chunk is missing", s->path, nchunks);
         struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
@@ -418,8 +449,14 @@ static int cut_lost_tail(zr_store *s, uint64_t covered)
         s->hdr.length = ZR_MIN(s->hdr.length, covered);
         return 0;
     }
+    uint32_t tail = nchunks - 1;
+    if ((rc = zr_frontier_settle(s, &tail, &end)) != 0)
+        return rc;
+    if (s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
+        return zr_err_sys(errno, "syncing folder %s", s->path);
+    s->dir_dirty = false;
     s->hdr.length = n;
-    s->hdr.tail_chunk = nchunks - 1;
+    s->hdr.tail_chunk = tail;
     s->hdr.tail_offset = (uint32_t)end;
     uint8_t raw[ZR_HEADER_SIZE];
     zr_header_encode(&s->hdr, raw);

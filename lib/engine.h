@@ -108,6 +108,12 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
 /* Open (or create) file id of a table, map it and make it visible. */
 int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
 
+/* Settle a write frontier for the header: one at the very end of a chunk
+ * becomes offset 0 of the next chunk, whose file is created empty if it
+ * does not exist, because tail_offset (a u32) cannot hold a chunk's full
+ * 2^32 bytes (R7). ZR_ENOSPC when that chunk would pass the file limit. */
+int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset);
+
 /* Sync with append_lock held (zr_sync without the lock). */
 int zr_engine_sync_locked(zr_store *s);
 /* 0 if s may change the store (op names the call in the message):

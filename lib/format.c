@@ -175,6 +175,9 @@ static int decode_map(const msgpack_object *root, struct zr_identity *id)
         if (!zr_mul_ok(width, d->via.u64, &width) || width > ZR_MAX_RECORD)
             return zr_err(ZR_ECORRUPT, "store.zr: record width exceeds 2 GiB");
     }
+    /* A scalar item skips the loop: its width is the item size alone. */
+    if (width > ZR_MAX_RECORD)
+        return zr_err(ZR_ECORRUPT, "store.zr: record width exceeds 2 GiB");
     return 0;
 }
 

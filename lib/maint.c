@@ -290,8 +290,22 @@ static int flush_batch(zr_store *s, struct batch *b)
     return rc;
 }
 
-/* Remove files past the packed frontier and truncate the last ones (R13). */
-static int trim_files(zr_store *s)
+/* Cut chunk c to end bytes, if it holds more. */
+static int trim_chunk(zr_store *s, uint32_t c, uint64_t end)
+{
+    struct zr_file *f = zr_ftable_at(&s->chunks, c);
+    f->wend = end;
+    if (atomic_load(&f->size) <= end)
+        return 0;
+    if (zr_io.ftruncate(f->fd, (off_t)end) != 0)
+        return zr_err_sys(errno, "truncating %s/%u.chunk", s->path, c);
+    atomic_store(&f->size, end);
+    return 0;
+}
+
+/* Remove files past the packed frontier and cut every chunk kept to the
+ * end of its packed records, ends[c] for those before the tail (R13). */
+static int trim_files(zr_store *s, const uint64_t *ends)
 {
     int rc = 0;
     char name[32];
@@ -303,11 +317,9 @@ static int trim_files(zr_store *s)
         if (zr_io.unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
             return zr_err_sys(errno, "removing %s/%s", s->path, name);
     }
-    struct zr_file *tail = zr_ftable_at(&s->chunks, s->hdr.tail_chunk);
-    if (zr_io.ftruncate(tail->fd, s->hdr.tail_offset) != 0)
-        return zr_err_sys(errno, "truncating %s/%u.chunk", s->path, s->hdr.tail_chunk);
-    atomic_store(&tail->size, s->hdr.tail_offset);
-    tail->wend = s->hdr.tail_offset;
+    for (uint32_t c = 0; c < keep; c++)
+        if ((rc = trim_chunk(s, c, c == s->hdr.tail_chunk ? s->hdr.tail_offset : ends[c])) != 0)
+            return rc;
 
     uint64_t per = (uint64_t)1 << s->seg_shift;
     uint32_t segs = (uint32_t)ZR_MAX(1, (s->hdr.length + per - 1) >> s->seg_shift);
@@ -342,6 +354,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     pthread_mutex_lock(&s->append_lock);
     uint64_t len = s->hdr.length;
     struct live *v = NULL;
+    uint64_t *ends = NULL; /* where the packed records of each chunk end */
     struct batch b = {0};
     zr_compact_result r = {0};
     if (len > SIZE_MAX / sizeof *v)
@@ -355,6 +368,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
      * kept on that argument. */
     zr_canon_forget(s, 0);
     if (rc == 0 && (!(v = zr_malloc((len ? len : 1) * sizeof *v)) ||
+                    !(ends = zr_calloc(atomic_load(&s->chunks.count) + 1, sizeof *ends)) ||
                     !(b.e = zr_malloc(BATCH_ENTRIES * sizeof *b.e)) ||
                     !(b.data = zr_malloc(BATCH_BYTES))))
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
@@ -378,7 +392,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     uint64_t wo = 0;
     for (uint64_t k = 0; k < len && rc == 0; k++) {
         if (wo + v[k].phys > s->chunk_cap) {
-            wc++;
+            ends[wc++] = wo;
             wo = 0;
         }
         uint32_t dc = wc;
@@ -411,6 +425,10 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     if (rc == 0)
         rc = flush_batch(s, &b);
     if (rc == 0) {
+        ends[wc] = wo;
+        rc = zr_frontier_settle(s, &wc, &wo);
+    }
+    if (rc == 0) {
         struct zr_header h = s->hdr;
         h.tail_chunk = wc;
         h.tail_offset = (uint32_t)wo;
@@ -421,7 +439,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
             s->fr_offset = wo;
             s->sync_chunk_lo = wc;
             s->sync_seg_lo = (uint32_t)(h.length >> s->seg_shift);
-            rc = trim_files(s);
+            rc = trim_files(s, ends);
         }
         if (rc != 0)
             s->failed = true;
@@ -433,6 +451,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     if (res)
         *res = r;
     zr_free(v);
+    zr_free(ends);
     zr_free(b.e);
     zr_free(b.data);
     pthread_mutex_unlock(&s->append_lock);

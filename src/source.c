@@ -63,6 +63,9 @@ int npy_src_open(struct npy_src *src, const char *path)
                  src->width > ZR_MAX_RECORD)
             rc = cli_fail("%s: one record would exceed the 2 GiB record limit", path);
     }
+    /* A scalar item skips the loop: its width is the item size alone. */
+    if (rc == EXIT_OK && src->width > ZR_MAX_RECORD)
+        rc = cli_fail("%s: one record would exceed the 2 GiB record limit", path);
     if (rc != EXIT_OK)
         npy_src_close(src);
     return rc;

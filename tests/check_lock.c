@@ -403,17 +403,17 @@ START_TEST(takeover_is_refused_once_the_opener_wrote_after_the_fork)
 }
 END_TEST
 
-/* Delete the last chunk's five records, compact (the chunk file goes) and
- * append the same records again (a new chunk file): the header and the
- * bytes are as at the fork. */
+/* Delete the last six records, compact (chunk 1 is left one record short
+ * of full, so the last chunk file goes) and append the same records again
+ * (a new chunk file): the header and the bytes are as at the fork. */
 static int replace_last_chunk(zr_store *s, const zt_meta *at_fork)
 {
-    const uint64_t last[] = {24, 23, 22, 21, 20};
-    int rc = zr_delete(s, last, 5);
+    const uint64_t last[] = {24, 23, 22, 21, 20, 19};
+    int rc = zr_delete(s, last, 6);
     if (rc == 0)
         rc = zr_compact(s, NULL);
     if (rc == 0)
-        zt_append_dense_gen(s, SEED, 5);
+        zt_append_dense_gen(s, SEED, 6);
     zt_meta now = zt_meta_read(zr_path(s));
     bool same = now.length == at_fork->length && now.tail_chunk == at_fork->tail_chunk &&
                 now.tail_offset == at_fork->tail_offset && now.tail_chunk == 2;
