@@ -1,17 +1,21 @@
 /*
- * zrecordfs.c: the program. Parses the command line, scans ROOT and opens
- * its stores, mounts, and runs the FUSE loop (on two CPUs or fewer one
- * thread, loop.c; otherwise libfuse's multi-threaded loop) until the
- * file system is unmounted (fusermount3 -u, umount) or a signal (SIGTERM,
- * SIGINT, SIGHUP) asks it to stop, then unmounts and releases the stores.
+ * zrecordfs.c: the program. Parses the command line, goes to the
+ * background, scans ROOT and opens its stores, mounts, and runs the FUSE
+ * loop (on two CPUs or fewer one thread, loop.c; otherwise libfuse's
+ * multi-threaded loop) until the file system is unmounted (fusermount3 -u,
+ * umount) or a signal (SIGTERM, SIGINT, SIGHUP) asks it to stop, then
+ * unmounts and releases the stores.
  *
- * The order matters: the stores are opened before mounting, so that a
- * refusal (no store under ROOT, a store in use under -o rw) is reported on
- * the terminal and no mount is left behind; and the mount exists before
- * the process goes to the background, so that when `zrecordfs ROOT MNT`
- * returns, MNT is ready to use.
+ * The order matters. A handle belongs to the process that opened it (a
+ * forked child may not write through it), so the daemon opens the stores
+ * itself, after the fork. The starter waits on a pipe until the daemon
+ * has opened them and mounted, and exits with the daemon's status: a
+ * refusal (no store under ROOT, a store in use under -o rw) is printed on
+ * the terminal and reflected in the exit status, no mount is left behind,
+ * and when `zrecordfs ROOT MNT` returns, MNT is ready to use.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -145,6 +149,64 @@ static void raise_fd_limit(void)
     }
 }
 
+/* Fork: the starter waits for the daemon's one-byte verdict on a pipe and
+ * exits with it (1 if the daemon died without one); the daemon leaves
+ * the terminal's session and gets the pipe's write end in *ready. */
+static int go_background(int *ready)
+{
+    int p[2];
+    if (pipe(p) != 0) {
+        fprintf(stderr, "zrecordfs: cannot make a pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "zrecordfs: cannot fork: %s\n", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid > 0) {
+        close(p[1]);
+        unsigned char status = 1;
+        ssize_t n;
+        do
+            n = read(p[0], &status, 1);
+        while (n < 0 && errno == EINTR);
+        _exit(n == 1 ? status : 1);
+    }
+    close(p[0]);
+    setsid();
+    *ready = p[1];
+    return 0;
+}
+
+/* Tell the starter the daemon's status. A daemon that is up lets go of
+ * the terminal first: its messages go to syslog from then on. */
+static void report_ready(int *ready, int status)
+{
+    if (*ready < 0)
+        return;
+    if (status == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+            if (null > STDERR_FILENO)
+                close(null);
+        }
+        if (chdir("/") != 0)
+            status = 1;
+    }
+    unsigned char b = (unsigned char)status;
+    /* A failed write means the starter has gone: nobody is left to tell. */
+    ssize_t n = write(*ready, &b, 1);
+    (void)n;
+    close(*ready);
+    *ready = -1;
+}
+
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -152,7 +214,7 @@ int main(int argc, char *argv[])
     struct fuse_loop_config *loop_cfg = NULL;
     struct fuse_session *se = NULL;
     struct zfs_fs fs;
-    int ret = 1;
+    int ret = 1, ready = -1;
     bool handlers = false, mounted = false;
 
     memset(&opts, 0, sizeof opts);
@@ -230,6 +292,8 @@ int main(int argc, char *argv[])
     }
 
     raise_fd_limit();
+    if (!opts.foreground && go_background(&ready) != 0)
+        goto out;
     if (zfs_tree_build(&fs) != 0)
         goto out;
     fs.ctl[fs.nctl++] = ZFS_CTL_STATS;
@@ -253,9 +317,7 @@ int main(int argc, char *argv[])
         openlog("zrecordfs", LOG_PID, LOG_DAEMON);
         fuse_set_log_func(syslog_func);
     }
-    if (fuse_daemonize(opts.foreground) != 0)
-        goto out;
-    /* After daemonizing: a thread does not survive the fork. */
+    report_ready(&ready, 0);
     if (zfs_notify_start(&fs) != 0) {
         fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the notification thread\n");
         goto out;
@@ -291,6 +353,7 @@ int main(int argc, char *argv[])
     }
     ret = rc == 0 ? 0 : 1;
 out:
+    report_ready(&ready, ret);
     zfs_replies_stop();
     zfs_ahead_stop();
     zfs_notify_stop();

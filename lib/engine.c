@@ -828,149 +828,22 @@ int zr_engine_sync_locked(zr_store *s)
     return 0;
 }
 
-/* Whether process pid exists and has not exited (a zombie has). */
-static bool process_runs(pid_t pid)
-{
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return false;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno != ENOENT;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    int e = errno;
-    close(fd);
-    /* A zombie reaped between the open and the read gives ESRCH. */
-    if (n <= 0)
-        return !(n < 0 && e == ESRCH);
-    buf[n] = '\0';
-    /* "pid (comm) S ...": comm may hold ')' itself; the state follows the
-     * last one. */
-    const char *paren = strrchr(buf, ')');
-    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
-}
-
-/* The byte of meta.zr, far past its end, that a process taking over an
- * inherited handle holds a POSIX record lock on. Such a lock belongs to
- * one process and is not inherited across fork(), unlike the handle's
- * flock, which every process sharing the handle holds together. POSIX
- * also drops it when its process closes any descriptor of meta.zr, which
- * the library does only when that process fails to open the store again
- * (the store is locked by this very handle). */
-#define TAKEOVER_BYTE ((off_t)1 << 30)
-
-/* Whether every open file of table t is still the file of its name: a
- * compact removes surplus files, and a later append makes new ones. */
-static bool same_files(const zr_store *s, const struct zr_ftable *t)
-{
-    uint32_t count = atomic_load(&t->count);
-    for (uint32_t id = 0; id < count; id++) {
-        char name[32];
-        struct stat open_st, named_st;
-        snprintf(name, sizeof name, "%u.%s", id, t->suffix);
-        if (zr_io.fstat(zr_ftable_at(t, id)->fd, &open_st) != 0 ||
-            zr_io.fstatat(s->dirfd, name, &named_st, 0) != 0 || open_st.st_dev != named_st.st_dev ||
-            open_st.st_ino != named_st.st_ino)
-            return false;
-    }
-    return true;
-}
-
-/* Whether the store is as this handle saw it last: no intent pending, the
- * committed header the same, every open file still in place. A handle
- * inherited through fork() knows the store as it was at the fork, and the
- * process that opened it may have written since. */
-static int unchanged_since_fork(zr_store *s, bool *same)
-{
-    uint8_t mine[ZR_HEADER_SIZE], disk[ZR_HEADER_SIZE];
-    int pending, rc = zr_intent_pending(s, &pending);
-    if (rc != 0)
-        return rc;
-    zr_header_encode(&s->hdr, mine);
-    if ((rc = zr_read_exact(s->metafd, disk, sizeof disk, 0, "meta.zr")) != 0)
-        return rc;
-    *same = !pending && memcmp(mine, disk, sizeof mine) == 0 && same_files(s, &s->chunks) &&
-            same_files(s, &s->segs);
-    return 0;
-}
-
-/* Make this process the one that writes through s, whose owner has exited:
- * first take the takeover lock, so that of several processes that
- * inherited the handle one at most writes through it; then check that the
- * store has not changed since the fork. A refused process lets the lock go,
- * since the store it would guard can no longer be written through this
- * handle by anyone who shares it. Called with append_lock held. */
-static int take_over(zr_store *s, const char *op, pid_t owner)
-{
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = TAKEOVER_BYTE, .l_len = 1};
-    /* Without record locks (ENOLCK: a file system that has none) the
-     * checks below still apply; only the race between inheritors is
-     * left open there. */
-    bool locked = fcntl(s->metafd, F_SETLK, &fl) == 0;
-    if (!locked && errno != ENOLCK) {
-        if (errno != EAGAIN && errno != EACCES)
-            return zr_err_sys(errno, "%s: locking %s/meta.zr", op, s->path);
-        struct flock who = fl;
-        if (fcntl(s->metafd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
-            return zr_err(ZR_EBUSY, "%s: process %ld, which also inherited the handle on %s "
-                          "through fork(), writes through it", op, (long)who.l_pid, s->path);
-        return zr_err(ZR_EBUSY, "%s: another process that inherited the handle on %s through "
-                      "fork() writes through it", op, s->path);
-    }
-    bool same = false;
-    int rc = unchanged_since_fork(s, &same);
-    if (rc == 0 && !same)
-        rc = zr_err(ZR_EBUSY, "%s: %s changed after this process inherited its handle through "
-                    "fork() (from process %ld, which has exited); close the handle and open the "
-                    "store again", op, s->path, (long)owner);
-    /* The handle's sizes and watermarks are as at the fork: a sync makes
-     * it clean, so that its first append is durable before its header
-     * whatever an append that failed after the fork left in the files
-     * (R16). */
-    if (rc == 0)
-        rc = zr_engine_sync_locked(s);
-    /* What the handle knew of the layout may predate deletes and
-     * compactions by the owner since the fork, which leave the header as
-     * it was. */
-    if (rc == 0)
-        zr_canon_forget(s, 0);
-    if (rc != 0 && locked) {
-        fl.l_type = F_UNLCK;
-        fcntl(s->metafd, F_SETLK, &fl);
-    }
-    return rc;
-}
-
 /* A child of fork() inherits the handle and its lock (one open file
  * description, shared), but not the parent's knowledge of the frontier
  * from then on: a write by both would overwrite each other's records. So
- * a handle is written through by one process: the one that opened it,
- * until it exits; then a process that inherited the handle (a daemon
- * whose starter has exited, the pattern of fuse_daemonize and daemon(3))
- * takes it over, if the store is as it was at the fork (take_over; R2). A
- * child is reparented when its parent exits, so while getppid() is the
- * owner, the owner runs. */
+ * only the process that opened a handle writes through it; any other,
+ * even once the opener has exited, may gather but not write (R2). */
 int zr_engine_writer(zr_store *s, const char *op)
 {
     if (!s)
         return zr_err(ZR_EINVAL, "%s: NULL handle", op);
     if (!s->writable)
         return zr_err(ZR_EROFS, "%s: %s is open read-only", op, s->path);
-    pid_t me = getpid(), owner = atomic_load(&s->owner);
-    if (me == owner)
-        return 0;
-    if (getppid() == owner || process_runs(owner))
-        return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld, which still runs; "
-                      "a child of fork() cannot write through that handle", op, s->path, (long)owner);
-    /* Another thread of this process may be taking over too. */
-    pthread_mutex_lock(&s->append_lock);
-    owner = atomic_load(&s->owner);
-    int rc = owner == me ? 0 : take_over(s, op, owner);
-    if (rc == 0)
-        atomic_store(&s->owner, me);
-    pthread_mutex_unlock(&s->append_lock);
-    return rc;
+    if (getpid() != s->owner)
+        return zr_err(ZR_EBUSY, "%s: %s was opened for writing by process %ld; a process that "
+                      "inherited the handle through fork() may gather through it but not write",
+                      op, s->path, (long)s->owner);
+    return 0;
 }
 
 ZR_API int zr_sync(zr_store *s)
@@ -1100,41 +973,15 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc)
 #define CANON_PER_RECORD 64
 #define CANON_STEP 16384
 
-/* This process's id, kept current across fork() by an atfork handler, so
- * that a gather can tell whether it runs in the process that writes
- * through a handle without a system call. A child made without the
- * handlers (_Fork(), a raw clone()) keeps its parent's id here; zr_open's
- * contract rules such children out, as the pool's does. */
-static _Atomic pid_t self_pid;
-static pthread_once_t self_once = PTHREAD_ONCE_INIT;
-
-static void self_child(void)
-{
-    atomic_store(&self_pid, getpid());
-}
-
-static void self_init(void)
-{
-    atomic_store(&self_pid, getpid());
-    pthread_atfork(NULL, NULL, self_child);
-}
-
 /* Whether this process may rely on what s knows of the layout: the
  * entries of a read-only handle change in no process (no writer can hold
- * the store beside it); those of a writable one change only through its
- * owner, whose own deletes and compactions forget what they change. A
- * process that inherited a writable handle through fork() does not see
- * its owner's forgetting, and reads every entry; once it takes the handle
- * over it starts from nothing (take_over). */
+ * the store beside it); those of a writable one change only through the
+ * process that opened it, whose own deletes and compactions forget what
+ * they change. A process that inherited a writable handle through fork()
+ * does not see that forgetting, and reads every entry. */
 static bool canon_trusted(const zr_store *s)
 {
-    if (!s->writable)
-        return true;
-    pthread_once(&self_once, self_init);
-    /* Acquire: a takeover forgets the layout before it names the new
-     * owner, so a thread that sees the new owner sees the forgetting. */
-    return atomic_load_explicit(&s->owner, memory_order_acquire) ==
-           atomic_load_explicit(&self_pid, memory_order_relaxed);
+    return !s->writable || getpid() == s->owner;
 }
 
 static void canon_grow(zr_store *s, uint64_t len, size_t n)

@@ -50,7 +50,7 @@ struct zr_store {
     int dirfd;
     int metafd; /* holds the flock for the handle's lifetime */
     bool writable;
-    _Atomic pid_t owner; /* the process that writes through it (engine.c) */
+    pid_t owner; /* the process that opened it, the only one that writes */
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
 
     struct zr_identity id;
@@ -117,8 +117,8 @@ int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset);
 /* Sync with append_lock held (zr_sync without the lock). */
 int zr_engine_sync_locked(zr_store *s);
 /* 0 if s may change the store (op names the call in the message):
- * ZR_EINVAL for NULL, ZR_EROFS for a read-only handle, ZR_EBUSY in a
- * child of fork() while the process that opened it still runs. */
+ * ZR_EINVAL for NULL, ZR_EROFS for a read-only handle, ZR_EBUSY in any
+ * process other than the one that opened it (R2). */
 int zr_engine_writer(zr_store *s, const char *op);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
@@ -145,7 +145,7 @@ int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
  * entries past it (a number bounded by n) against the layout and
  * advancing it over those that match (a call that finds another thread
  * doing so skips that); 0 for other stores, and in a process that
- * inherited a writable handle it does not own. */
+ * inherited a writable handle through fork(). */
 uint64_t zr_canon_known(zr_store *s, uint64_t len, size_t n);
 
 /* Forget what is known about the layout from record i on (a delete or

@@ -159,14 +159,9 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * ZR_RDWR (exclusive lock: one writer), optionally or'd with ZR_NOMAP. A
  * conflicting lock fails at once. A handle belongs to the process that
  * opened it: a child of fork() may gather through an inherited handle,
- * but append, delete, compact and sync through it give ZR_EBUSY while
- * that process runs. Once it has exited, a process that inherited the
- * handle (a daemon whose starter has exited, as after daemon(3)) takes it
- * over, if no other inheritor has and the store is unchanged since the
- * fork (doc/format.md, R2); otherwise its writes give ZR_EBUSY (close the
- * handle and open the store again). Such a child must come from fork(),
- * which runs the library's atfork handlers: one made with _Fork() or a
- * raw clone() must not use a handle or any call of the library.
+ * but append, delete, compact and sync through it give ZR_EBUSY, always,
+ * even once the opener has exited (doc/format.md, R2). A daemon opens its
+ * stores after it has gone to the background.
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
