@@ -24,7 +24,7 @@
  *      still be on disk) and any append that overwrites garbage of R8.
  *      The appends after it only extend files whose ends are durable: what
  *      a power cut loses of them lies past the files' ends and is cut off
- *      at open (R15, lib/engine.c).
+ *      at open (R15, lib/open.c).
  *
  * Raw records are laid out in order and written straight from the
  * caller's memory, the writes spread over the pool: a Dense window's
@@ -136,7 +136,7 @@ static const char *chunk_name(const zr_store *s, uint32_t c, char *buf, size_t n
  * folio of that size, but halves the piece for the rest of the call
  * whenever a copy stops at a source page that is not mapped yet, as in a
  * buffer that maps a file (an .npy opened with mmap): the chunk would then
- * end up in 4 KiB pages, which a store's huge-page mapping (engine.c)
+ * end up in 4 KiB pages, which a store's huge-page mapping (tables.c)
  * cannot use. */
 #define WRITE_PIECE ((uint64_t)64 << 20)
 /* The largest page-cache folio the kernel makes of a write (a PMD). */

@@ -1,7 +1,9 @@
 /*
  * engine.h: the store handle shared by the engine's modules (engine.c
- * opens, creates and syncs; append.c and gather.c move records; dense.c
- * and ragged.c are the typed front doors).
+ * makes handles, creates stores and syncs; open.c opens them; tables.c
+ * owns their files; layout.c what a handle knows of a Dense store's
+ * layout; append.c and gather.c move records; dense.c and ragged.c are
+ * the typed front doors).
  */
 #ifndef ZR_ENGINE_H
 #define ZR_ENGINE_H
@@ -63,14 +65,14 @@ struct zr_store {
 
     _Atomic uint64_t length; /* committed records; release-published */
 
-    /* Dense raw stores: records 0..canon-1 are known to lie where appends
-     * put them in a store never deleted from or compacted, record j at
-     * byte (j % per) * width of chunk j / per (per = canon_per), so
-     * a gather finds them without reading their entries (zr_canon_known). */
-    _Atomic uint64_t canon;
-    uint64_t canon_per;         /* records a chunk holds: chunk_cap / width */
-    _Atomic bool canon_broken;  /* the entry at canon is elsewhere */
-    pthread_mutex_t canon_lock; /* serialises the growth of canon */
+    /* Dense raw stores: records 0..laid_out-1 are known to lie where
+     * appends lay them out, record j at byte (j % per_chunk) * width of
+     * chunk j / per_chunk, so a gather finds them without reading their
+     * entries (layout.c). */
+    _Atomic uint64_t laid_out;
+    uint64_t per_chunk;          /* records a chunk holds: chunk_cap / width */
+    _Atomic bool layout_broken;  /* the entry at laid_out is elsewhere */
+    pthread_mutex_t layout_lock; /* serialises the growth of laid_out */
 
     uint64_t chunk_cap;    /* logical chunk capacity in bytes */
     uint32_t seg_shift;    /* log2 of entries per loc segment */
@@ -94,6 +96,25 @@ struct zr_store {
     uint32_t fr_chunk;
     uint64_t fr_offset;
 };
+
+/* Making a handle (engine.c): allocate one for path, with its locks and
+ * empty file tables; open the store folder; take the flock of R2 on
+ * meta.zr; set a Dense store's width and per_chunk from its identity. */
+zr_store *zr_store_alloc(const char *path, bool writable);
+int zr_open_dir(zr_store *s, const char *path);
+int zr_take_lock(zr_store *s);
+void zr_set_width(zr_store *s);
+
+/* Opening (open.c): finish an interrupted delete or compaction (R10),
+ * then read the header and dictionary and open the files it names,
+ * checked against it (R3, R4, R15). */
+int zr_recover(zr_store *s);
+int zr_load_tables(zr_store *s);
+
+/* The file tables of a handle (tables.c): set up with the geometry in
+ * force, and closed and unmapped. */
+void zr_tables_init(zr_store *s);
+void zr_tables_free(zr_store *s);
 
 /* Geometry overrides for tests, so that chunk and segment rollover can be
  * exercised without 4 GiB files. Applies to stores created or opened
@@ -140,23 +161,27 @@ int zr_ensure_mapped(zr_store *s);
  * *loc. Sets no message (callers name the entry). */
 int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
 
+/* Whether entry l is sound and names bytes inside the first nchunks chunk
+ * files: the checks zr_loc_get makes on every read (R5). */
+bool zr_loc_fits(const zr_store *s, const struct zr_loc *l, uint32_t nchunks);
+
 /* How many leading records a gather of n records (all below len) may
- * find through zr_canon_loc: for a Dense raw store, canon, after checking
+ * find through zr_layout_loc: for a Dense raw store, laid_out, after checking
  * entries past it (a number bounded by n) against the layout and
  * advancing it over those that match (a call that finds another thread
  * doing so skips that); 0 for other stores, and in a process that
  * inherited a writable handle through fork(). */
-uint64_t zr_canon_known(zr_store *s, uint64_t len, size_t n);
+uint64_t zr_layout_known(zr_store *s, uint64_t len, size_t n);
 
 /* Forget what is known about the layout from record i on (a delete or
  * compaction is about to rewrite entries; exclusive use only). */
-void zr_canon_forget(zr_store *s, uint64_t i);
+void zr_layout_forget(zr_store *s, uint64_t i);
 
-/* The entry of record i < canon, made from the layout. */
-static inline void zr_canon_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
+/* The entry of record i < laid_out, made from the layout. */
+static inline void zr_layout_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
 {
-    l->chunk_id = (uint32_t)(i / s->canon_per);
-    l->offset = (uint32_t)((i % s->canon_per) * s->width);
+    l->chunk_id = (uint32_t)(i / s->per_chunk);
+    l->offset = (uint32_t)((i % s->per_chunk) * s->width);
     l->phys_length = l->logic_length = (uint32_t)s->width;
 }
 

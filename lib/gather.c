@@ -65,7 +65,7 @@ struct gather_ctx {
     size_t nshards;
     const struct zr_loc *locs; /* Ragged: the entries, already checked */
     const size_t *cut;         /* Ragged: block k is [cut[k], cut[k+1]) */
-    uint64_t canon;            /* Dense raw: records below it need no entry */
+    uint64_t laid_out;         /* Dense raw: records below it need no entry */
     uint64_t call;             /* this call's number, from 1 (see calls) */
     _Atomic int failed;
     pthread_mutex_t err_lock;
@@ -155,20 +155,20 @@ static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
     return rc;
 }
 
-/* stage_loc for a gather that knows records below canon to lie in the
- * canonical layout: their entries are made, not read. */
+/* stage_loc for a gather that knows records below laid_out to lie where
+ * appends lay them out: their entries are made, not read. */
 static inline int stage(const struct gather_ctx *c, uint64_t i, struct zr_loc *l)
 {
-    if (i >= c->canon)
+    if (i >= c->laid_out)
         return stage_loc(c->s, i, l);
-    zr_canon_loc(c->s, i, l);
+    zr_layout_loc(c->s, i, l);
     prefetch_record(c->s, l);
     return 0;
 }
 
 static inline void prefetch_entry(const struct gather_ctx *c, uint64_t i)
 {
-    if (i >= c->canon)
+    if (i >= c->laid_out)
         prefetch_loc(c->s, i);
 }
 
@@ -377,7 +377,7 @@ static void gather_shard(void *arg, size_t k)
      * (asked for earlier, so now in cache) is checked and its record's
      * bytes asked for, and record j is copied. The CPU then has the
      * misses of several entries and records in flight at once, as a plain
-     * memcpy loop over computed addresses does. Records below c->canon
+     * memcpy loop over computed addresses does. Records below c->laid_out
      * skip the first stage: their entries are computed (stage). */
     struct zr_loc ring[DATA_AHEAD];
     int ring_rc[DATA_AHEAD];
@@ -499,7 +499,7 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (s->ddict)
         c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     if (s->width)
-        c.canon = zr_canon_known(s, len, n);
+        c.laid_out = zr_layout_known(s, len, n);
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {
         c.nshards = 1;

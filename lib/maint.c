@@ -203,7 +203,7 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
         if (rc != 0)
             goto out;
         /* Entries from the lowest deleted index on change. */
-        zr_canon_forget(s, t[m - 1]);
+        zr_layout_forget(s, t[m - 1]);
         for (size_t k = 0; k < e && rc == 0; k++)
             rc = write_entry(s, val[k].index, &val[k].loc);
         if (rc == 0)
@@ -366,7 +366,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     /* Records move and chunk files go. Those the layout already covers
      * are in place and stay, but the layout is learned again rather than
      * kept on that argument. */
-    zr_canon_forget(s, 0);
+    zr_layout_forget(s, 0);
     if (rc == 0 && (!(v = zr_malloc((len ? len : 1) * sizeof *v)) ||
                     !(ends = zr_calloc(atomic_load(&s->chunks.count) + 1, sizeof *ends)) ||
                     !(b.e = zr_malloc(BATCH_ENTRIES * sizeof *b.e)) ||

@@ -468,7 +468,7 @@ END_TEST
 /* How many leading records gathers know to lie in the layout. */
 static uint64_t known_layout(zr_store *s)
 {
-    return atomic_load(&s->canon);
+    return atomic_load(&s->laid_out);
 }
 
 /* Gather records 0..n-1 and compare record i with record ids[i] of the
