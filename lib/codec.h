@@ -19,10 +19,10 @@
  * for its literals only if the table saves at least ZR_LIT_MIN_GAIN bytes
  * or a ZR_LIT_MIN_SHARE-th of the record; otherwise its literals are
  * stored raw. The decoder builds that table (up to 2,048 entries) for
- * every frame before its first literal: on a 260-byte token record it is
- * most of the read (measured: 12 us against 2.5 us per record, for a ratio
- * of 1.94 against 1.61), while records of a few KiB, where the table saves
- * hundreds of bytes, keep it. */
+ * every frame before its first literal: on a record of a few hundred
+ * bytes it is most of the read (doc/performance.md, "The literal rule"),
+ * while records of a few KiB, where the table saves hundreds of bytes,
+ * keep it. */
 #define ZR_LIT_SMALL 16384
 #define ZR_LIT_MIN_GAIN 128
 #define ZR_LIT_MIN_SHARE 3

@@ -40,11 +40,8 @@
 
 /* Batches smaller than this (in output bytes) take too little time to be
  * worth waking a sleeping worker for (a wake-up can cost as much as a
- * whole small batch); they use only workers that are already awake. A
- * compressed batch of 256 token records (74 KiB decoded, about 250 us on
- * one thread) ran at 1,080-1,120 krecords/s on the caller alone and at
- * 700-830 when it woke the second thread, in zrbench's interleaved run;
- * 256 records of 2 KiB (512 KiB, about 1 ms) gain a fifth from it. */
+ * whole small batch); they use only workers that are already awake
+ * (doc/performance.md, "Waking the pool"). */
 #define WAKE_RAW (1u << 20)
 #define WAKE_ZSTD (256u << 10)
 
@@ -110,12 +107,7 @@ _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entr
  * pool) the TLB is cold, and on a virtual machine that shadows the guest's
  * page tables each 4 KiB page can then cost a trip to the hypervisor. The
  * kernel copies through its own huge-page mapping of memory instead, for
- * one system call per record. On a two-core virtual machine, 147 KiB
- * records copied from the mapping ran at a quarter to a third of pread's
- * speed in zrbench's interleaved run (each store's batch in turn), at
- * 0.8-0.95 of it when one other process ran between batches, and at 1.5
- * times it when nothing else ran. At 16 KiB the mapping was 2.6 times
- * faster when nothing else ran, and within a fifth of pread otherwise. */
+ * one system call per record (doc/performance.md, "pread or the mapping"). */
 #define PREAD_MIN_RAW (64u << 10)
 
 /* Whether record l is read with pread rather than from the mapping. */
@@ -127,9 +119,7 @@ static inline bool by_pread(const zr_store *s, const struct zr_loc *l)
 /* How much of a record is asked for ahead of its copy. A small record
  * whole: the CPU then fetches all of its cache lines at once, where a
  * copy that finds them cold waits for the first few before the hardware
- * prefetcher takes over. With the caches flushed between batches (by
- * touching 64 MiB), batches of 256 random 2 KiB records took 10% less
- * time than with the first 128 bytes asked for. */
+ * prefetcher takes over (doc/performance.md, "Prefetch distance"). */
 #define PREFETCH_BYTES 4096
 
 /* Ask the CPU for the first PREFETCH_BYTES of the record a checked entry
@@ -187,11 +177,9 @@ static _Thread_local uint64_t warmed_for;
  * each of those reads is a cache miss that the decoder waits for in turn,
  * where reading a byte of every line in a row keeps many misses in flight
  * at once. Prefetch instructions alone fetched less of it: the CPU drops
- * those it has no room for. Batches of 256 Ragged token records against
- * a 128 KiB dictionary, with 64 MiB touched between two batches, took
- * 18-23% less time with the prefetches and a further 14-18% less with the
- * reads; with nothing in between, the same time (within 1%). The tables
- * live inside zstd's object, so they are only prefetched, never read. */
+ * those it has no room for (doc/performance.md, "Warming the dictionary").
+ * The tables live inside zstd's object, so they are only prefetched,
+ * never read. */
 static void warm_dict(const zr_store *s)
 {
     const volatile uint8_t *d = s->dict;

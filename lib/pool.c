@@ -11,8 +11,8 @@
  * returns only after every shard is done and the job is off the queue.
  *
  * Waking a sleeping thread is dear where an idle CPU halts: on a virtual
- * machine the wake-up of a thread on the other, halted CPU was measured at
- * about 185 us, as long as a whole gather of 256 token records. So a
+ * machine it can take as long as a whole small gather (doc/performance.md,
+ * "Waking the pool"). So a
  * worker that runs out of work spins for a short while (SPIN_NS) before
  * it sleeps, and a call that finds a spinning worker hands it shards
  * without a wake-up at all. Calls too small to pay for a wake-up
