@@ -438,6 +438,50 @@ zt_meta zt_meta_read(const char *dir)
     return m;
 }
 
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void zt_meta_write(const char *dir, zt_meta m)
+{
+    uint8_t raw[32] = {0};
+    put32(raw, (uint32_t)m.length);
+    put32(raw + 4, (uint32_t)(m.length >> 32));
+    put32(raw + 8, m.tail_chunk);
+    put32(raw + 12, m.tail_offset);
+    raw[16] = m.codec;
+    char *path = zt_join(dir, "meta.zr");
+    zt_patch(path, 0, raw, sizeof raw);
+    free(path);
+}
+
+void zt_loc_write(const char *dir, uint64_t seg, uint64_t entry, zt_loc l)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%llu.loc", (unsigned long long)seg);
+    char *path = zt_join(dir, name);
+    uint8_t raw[16];
+    put32(raw, l.offset);
+    put32(raw + 4, l.phys);
+    put32(raw + 8, l.logic);
+    put32(raw + 12, l.chunk);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    ck_assert_msg(fd >= 0, "cannot open %s", path);
+    ck_assert_int_eq(pwrite(fd, raw, 16, (off_t)(entry * 16)), 16);
+    close(fd);
+    free(path);
+}
+
+void zt_resize(const char *path, uint64_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    ck_assert_msg(fd >= 0, "cannot open %s", path);
+    ck_assert_msg(ftruncate(fd, (off_t)size) == 0, "cannot resize %s", path);
+    close(fd);
+}
+
 void *zt_snapshot(const char *dir, size_t *len)
 {
     struct dirent **names;

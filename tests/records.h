@@ -97,6 +97,14 @@ typedef struct zt_meta {
     uint8_t codec;
 } zt_meta;
 zt_meta zt_meta_read(const char *dir);
+/* Write the header fields of meta.zr (reserved bytes zero), and entry
+ * number entry of segment seg (its file is created if missing), for
+ * stores built by hand. */
+void zt_meta_write(const char *dir, zt_meta m);
+void zt_loc_write(const char *dir, uint64_t seg, uint64_t entry, zt_loc l);
+/* Set the size of a file, creating it if missing; growing it leaves a
+ * hole, so a 4 GiB chunk costs nothing until its bytes are written. */
+void zt_resize(const char *path, uint64_t size);
 
 /* Every file of a folder (names, sizes, bytes) in one buffer, in name
  * order, to check that a failed call left a store exactly as it was. */

@@ -21,7 +21,8 @@
     ZR_SUITE(concurrency) \
     ZR_SUITE(faultloop) \
     ZR_SUITE(oom) \
-    ZR_SUITE(powercut)
+    ZR_SUITE(powercut) \
+    ZR_SUITE(edges)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
