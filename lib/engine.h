@@ -110,6 +110,10 @@ void zr_set_width(zr_store *s);
  * checked against it (R3, R4, R15). */
 int zr_recover(zr_store *s);
 int zr_load_tables(zr_store *s);
+/* Whether the header names an empty tail chunk, after a full one, whose
+ * file a power cut removed: a sound store (R7) that a reader opens
+ * without that file. */
+bool zr_lost_empty_tail(const zr_store *s);
 
 /* The file tables of a handle (tables.c): set up with the geometry in
  * force, and closed and unmapped. */

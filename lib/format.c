@@ -160,6 +160,9 @@ static int decode_map(const msgpack_object *root, struct zr_identity *id)
         return zr_err(ZR_ECORRUPT, "store.zr: unsupported dtype '%s'", id->dtype);
     id->itemsize = (uint64_t)itemsize;
     id->kind = shape ? ZR_DENSE : ZR_RAGGED;
+    /* The smallest Ragged record is one item after an 8-byte prefix. */
+    if (!shape && id->itemsize + 8 > ZR_MAX_RECORD)
+        return zr_err(ZR_ECORRUPT, "store.zr: no record of dtype '%s' fits in 2 GiB", id->dtype);
     if (!shape)
         return 0;
     if (shape->type != MSGPACK_OBJECT_ARRAY || shape->via.array.size > ZR_MAX_NDIM)

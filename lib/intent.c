@@ -69,6 +69,11 @@ int zr_intent_write(zr_store *s, int kind, const struct zr_header *h,
                     const struct zr_intent_entry *e, uint64_t n, const uint8_t *data,
                     uint64_t data_len)
 {
+    /* The count is a u32 on disk: a larger one would wrap and read back
+     * as an incomplete intent, dropping a half-applied change. */
+    if (n > UINT32_MAX)
+        return zr_err(ZR_EINVAL, "an operation that changes %llu table entries at once; "
+                      "at most %u can be, so split it", (unsigned long long)n, UINT32_MAX);
     uint64_t elen = n * ENTRY_SIZE;
     uint8_t *buf = zr_malloc(HEAD_SIZE + elen);
     if (!buf)

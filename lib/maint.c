@@ -290,13 +290,18 @@ static int flush_batch(zr_store *s, struct batch *b)
     return rc;
 }
 
-/* Cut chunk c to end bytes, if it holds more. */
+/* Cut chunk c to end bytes, if it holds more. The file's own size is
+ * asked for: the table's stops at the chunk capacity. */
 static int trim_chunk(zr_store *s, uint32_t c, uint64_t end)
 {
     struct zr_file *f = zr_ftable_at(&s->chunks, c);
     f->wend = end;
-    if (atomic_load(&f->size) <= end)
-        return 0;
+    char name[32];
+    uint64_t size;
+    snprintf(name, sizeof name, "%u.chunk", c);
+    int rc = zr_file_size(f->fd, &size, name);
+    if (rc != 0 || size <= end)
+        return rc;
     if (zr_io.ftruncate(f->fd, (off_t)end) != 0)
         return zr_err_sys(errno, "truncating %s/%u.chunk", s->path, c);
     atomic_store(&f->size, end);

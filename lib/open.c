@@ -185,6 +185,13 @@ static int longest_prefix(zr_store *s, uint64_t covered, uint64_t *out)
     return rc;
 }
 
+bool zr_lost_empty_tail(const zr_store *s)
+{
+    uint32_t nchunks = atomic_load(&s->chunks.count);
+    return nchunks > 0 && nchunks == s->hdr.tail_chunk && s->hdr.tail_offset == 0 &&
+           atomic_load(&zr_ftable_at(&s->chunks, nchunks - 1)->size) == s->chunk_cap;
+}
+
 /* Create the empty tail chunk a full chunk hands the frontier to, when a
  * power cut took it (R7, R15), and make its name durable. */
 static int recreate_tail(zr_store *s)
@@ -212,8 +219,7 @@ static int cut_lost_tail(zr_store *s, uint64_t covered)
         /* Nothing lost: the files must match the header exactly (R3),
          * except that the empty chunk a full one hands the frontier to
          * (R7) may have been lost with the folder's last sync. */
-        if (nchunks == s->hdr.tail_chunk && s->hdr.tail_offset == 0 &&
-            atomic_load(&zr_ftable_at(&s->chunks, nchunks - 1)->size) == s->chunk_cap)
+        if (zr_lost_empty_tail(s))
             return s->writable ? recreate_tail(s) : 0;
         if (nchunks <= s->hdr.tail_chunk)
             return zr_err(ZR_ECORRUPT, "%s/%u.chunk is missing", s->path, nchunks);
@@ -297,6 +303,16 @@ int zr_load_tables(zr_store *s)
         return rc;
     if ((rc = cut_lost_tail(s, covered)) != 0)
         return rc;
+    /* A full tail chunk behind a frontier of 0 is what versions that
+     * stored a chunk's end as offset 0 left (R7): its records are live,
+     * so a writer appends from the next chunk. A store whose tail chunk
+     * is full of garbage only loses that space until a compaction. */
+    if (s->writable && s->hdr.tail_offset == 0 &&
+        atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) == s->chunk_cap) {
+        uint64_t end = s->chunk_cap;
+        if ((rc = zr_frontier_settle(s, &s->hdr.tail_chunk, &end)) != 0)
+            return rc;
+    }
     /* A reader of a store that lost records may have fewer chunk files
      * open than the header names (R15); a writer has them all. */
     uint32_t nchunks = atomic_load(&s->chunks.count);

@@ -20,6 +20,9 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
     int64_t itemsize = zr_dtype_parse(dtype);
     if (itemsize <= 0)
         return zr_err(ZR_EINVAL, "'%s' is not a supported dtype", dtype ? dtype : "(null)");
+    /* The smallest Ragged record is one item after an 8-byte prefix. */
+    if ((uint64_t)itemsize + 8 > ZR_MAX_RECORD)
+        return zr_err(ZR_ETOOBIG, "no record of dtype '%s' fits in 2 GiB", dtype);
     struct zr_identity id = {.kind = ZR_RAGGED, .itemsize = (uint64_t)itemsize};
     snprintf(id.dtype, sizeof id.dtype, "%s", dtype);
     return zr_engine_create(out, path, &id, opts);

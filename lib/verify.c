@@ -223,10 +223,11 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
         return zr_err(ZR_ENOMEM, "verifying %s", s->path);
     }
     pthread_mutex_init(&c.lock, NULL);
-    if (s->hdr.tail_chunk >= atomic_load(&s->chunks.count))
+    if (s->hdr.tail_chunk >= atomic_load(&s->chunks.count) && !zr_lost_empty_tail(s))
         problem(&c, "meta.zr", UINT64_MAX, "the frontier lies in %u.chunk, which is missing",
                 s->hdr.tail_chunk);
-    else if (atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) < s->hdr.tail_offset)
+    else if (s->hdr.tail_chunk < atomic_load(&s->chunks.count) &&
+             atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) < s->hdr.tail_offset)
         problem(&c, "meta.zr", UINT64_MAX, "frontier %u lies past the end of %u.chunk",
                 s->hdr.tail_offset, s->hdr.tail_chunk);
     /* Decode in rounds of ROUND blocks so progress is reported from the

@@ -553,7 +553,9 @@ static const struct {
     uint64_t size; /* the record, prefix included */
 } ragged_limits[] = {
     {"|u1", 1, LIMIT - 1},        {"|u1", 1, LIMIT},        {"|u1", 1, LIMIT + 1},
-    {"<U536870909", 0, LIMIT - 4}, {"<U536870910", 0, LIMIT}, {"<U536870911", 0, LIMIT + 4},
+    {"<U536870909", 0, LIMIT - 4}, {"<U536870910", 0, LIMIT},
+    /* A 0-d record above the limit needs a dtype that makes no store:
+     * ragged_dtype_with_no_room_for_a_record_is_refused. */
 };
 
 /* A source no one may read: the bytes of a refused record are never
@@ -1468,6 +1470,98 @@ START_TEST(compaction_cuts_every_chunk_to_its_packed_records)
 }
 END_TEST
 
+/* A chunk file longer than the chunk capacity (only damage or another
+ * writer makes one): the table reads no byte past the capacity, and a
+ * compaction cuts the file to its packed records like any other chunk. */
+START_TEST(compaction_cuts_a_chunk_longer_than_the_capacity)
+{
+    zr_testing_set_geometry(4096, SMALL_SEG);
+    char *dir = new_ragged("s", "|u1");
+    struct model m = {0};
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, dir, ZR_RDWR));
+    append_rec(s, &m, U1(3000, 1));
+    append_rec(s, &m, U1(1096, 2));
+    append_rec(s, &m, U1(2000, 3));
+    zr_close(s);
+    resize_file(dir, 0, "chunk", 6000);
+    ZR_OK_CALL(zr_open(&s, dir, ZR_RDWR));
+    check_all(s, &m);
+    ZR_OK_CALL(zr_compact(s, NULL));
+    expect_size(dir, 0, "chunk", 4096);
+    expect_size(dir, 1, "chunk", 2000);
+    check_all(s, &m);
+    verify_ok(s);
+    zr_close(s);
+    free(dir);
+}
+END_TEST
+
+/* What versions that stored a chunk's full end as offset 0 left behind:
+ * records filling chunk 0 exactly, and a header whose frontier is
+ * (0, 0). A writer must append after them, not over record 0. */
+START_TEST(full_tail_chunk_behind_a_zero_frontier_is_not_overwritten)
+{
+    zr_testing_set_geometry(4096, SMALL_SEG);
+    char *dir = new_ragged("s", "|u1");
+    struct model m = {0};
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, dir, ZR_RDWR));
+    append_rec(s, &m, U1(1000, 1));
+    append_rec(s, &m, U1(3096, 2));
+    zr_close(s);
+    char *c1 = file_of(dir, 1, "chunk");
+    ck_assert_int_eq(unlink(c1), 0);
+    free(c1);
+    zt_meta_write(dir, (zt_meta){.length = 2, .tail_chunk = 0, .tail_offset = 0});
+    ZR_OK_CALL(zr_open(&s, dir, ZR_RDWR));
+    check_all(s, &m);
+    append_rec(s, &m, U1(500, 3));
+    expect_entry(dir, 2, 1, 0, 500);
+    expect_meta(dir, 3, 1, 500);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, dir, ZR_RDONLY));
+    check_all(s, &m);
+    verify_ok(s);
+    zr_close(s);
+    free(dir);
+}
+END_TEST
+
+/* A Ragged record holds at least one item after an 8-byte prefix, so a
+ * dtype whose item size leaves no room for one makes no store: refused at
+ * creation (ZR_ETOOBIG) and corrupt in store.zr. */
+START_TEST(ragged_dtype_with_no_room_for_a_record_is_refused)
+{
+    static const struct {
+        const char *dtype;
+        bool ok;
+    } cases[] = {{"<U536870909", true}, {"<U536870910", true}, {"<U536870911", false}};
+    for (unsigned k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%u", k);
+        char *dir = zt_path(name);
+        zr_store *s = NULL;
+        int rc = zr_ragged_create(&s, dir, cases[k].dtype, NULL);
+        ck_assert_msg(rc == (cases[k].ok ? 0 : ZR_ETOOBIG), "%s: create gave %d (%s)",
+                      cases[k].dtype, rc, zr_last_error());
+        zr_close(s);
+        free(dir);
+    }
+    /* A store.zr naming such a dtype, written over a sound store's. */
+    char *dir = new_ragged("t", "|u1");
+    char *id = zt_join(dir, "store.zr");
+    static const char doc[] = "\x81\xa5" "dtype" "\xab" "<U536870911";
+    int fd = open(id, O_WRONLY | O_TRUNC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, doc, sizeof doc - 1), (ssize_t)(sizeof doc - 1));
+    close(fd);
+    free(id);
+    expect_open_corrupt(dir, "fits in 2 GiB");
+    free(dir);
+}
+END_TEST
+
 Suite *suite_edges(void)
 {
     Suite *s = suite_create("edges");
@@ -1480,6 +1574,8 @@ Suite *suite_edges(void)
     tcase_add_test(chunk, lost_empty_tail_chunk_after_a_full_one_is_recreated);
     tcase_add_test(chunk, verify_through_a_reader_accepts_a_lost_empty_tail_chunk);
     tcase_add_test(chunk, compaction_cuts_every_chunk_to_its_packed_records);
+    tcase_add_test(chunk, compaction_cuts_a_chunk_longer_than_the_capacity);
+    tcase_add_test(chunk, full_tail_chunk_behind_a_zero_frontier_is_not_overwritten);
     suite_add_tcase(s, chunk);
 
     TCase *size = tcase_create("record_size");
@@ -1496,6 +1592,7 @@ Suite *suite_edges(void)
     tcase_add_loop_test(size, dense_identity_at_the_record_limit_opens_and_above_is_corrupt, 0,
                         ndense);
     tcase_add_test(size, dense_records_at_the_limit_fill_a_chunk_and_compact);
+    tcase_add_test(size, ragged_dtype_with_no_room_for_a_record_is_refused);
     suite_add_tcase(s, size);
 
     TCase *table = tcase_create("record_table");
