@@ -88,7 +88,10 @@ extern "C" {
 
 typedef struct zr_store zr_store;
 
-/* Options for creating a store. A zeroed struct means raw, no dictionary. */
+/* Options for creating a store. A zeroed struct (or NULL opts) means raw,
+ * no dictionary: a C caller gets nothing it did not ask for from a struct
+ * it zeroed. zr create, zr import and the Python binding default to zstd
+ * instead; pass ZR_CODEC_ZSTD here for the same. */
 typedef struct zr_create_opts {
     int codec;         /* ZR_CODEC_* */
     const void *dict;  /* ZR_CODEC_ZSTD_DICT only: the trained dictionary */

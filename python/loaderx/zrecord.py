@@ -24,6 +24,9 @@ Indexing a store selects records, never elements: ``ds[3]`` is one record,
 array or a boolean mask of ``len(ds)`` entries select several, in the order
 given, repeats allowed, negative numbers counting from the end.
 
+A new store is compressed with zstd unless told otherwise (codec="raw"
+stores records as they are).
+
 Handles are guarded so that misuse from Python cannot reach freed memory:
 closing a store that another thread is reading, or that a live DataLoader
 reads, raises StoreBusyError instead of pulling the handle away; delete and
@@ -582,15 +585,17 @@ class DenseStore(_Store):
         self._width = int(lib.zr_record_width(ptr))
 
     @classmethod
-    def create(cls, path, dtype, item_shape=(), codec="raw", dict_bytes=None):
+    def create(cls, path, dtype, item_shape=(), codec="zstd", dict_bytes=None):
         """Create a new, empty Dense store at path, open for writing.
 
         dtype is anything np.dtype accepts; item_shape the shape of one
-        record (() for scalar records, every dimension > 0). codec is 'raw'
-        (the default), 'zstd' or 'zstd_dict'; 'zstd_dict' needs dict_bytes,
-        a dictionary from loaderx.utils.train_dict. path must be a new
-        folder (missing parents are made) or an empty one: StoreExistsError
-        when it holds a store or other files, or is a file.
+        record (() for scalar records, every dimension > 0). codec is 'zstd'
+        (the default: each record its own zstd frame), 'raw' (records as
+        they are, nothing to decode on a read) or 'zstd_dict'; 'zstd_dict'
+        needs dict_bytes, a dictionary from loaderx.utils.train_dict. path
+        must be a new folder (missing parents are made) or an empty one:
+        StoreExistsError when it holds a store or other files, or is a
+        file.
         """
         dt = _store_dtype(dtype)
         try:
@@ -706,7 +711,7 @@ class RaggedStore(_Store):
     _kind_name = "Ragged"
 
     @classmethod
-    def create(cls, path, dtype, codec="raw", dict_bytes=None):
+    def create(cls, path, dtype, codec="zstd", dict_bytes=None):
         """Create a new, empty Ragged store at path, open for writing.
 
         Like DenseStore.create, without an item shape: every record carries
