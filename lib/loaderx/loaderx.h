@@ -173,7 +173,11 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
-/* Close the handle and release its lock. Does not sync. Accepts NULL. */
+/* Close the handle and release its lock. Accepts NULL.
+ * Does not sync: appends since the last zr_sync are in the page cache,
+ * readable by the next open, but a crash or power cut may lose them. To
+ * make a writable store durable, call zr_sync before zr_close and check
+ * its result (zr's writing commands and the Python binding's close() do). */
 ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record
