@@ -95,11 +95,13 @@ def write_stores(work, images, labels):
     sizes = {}
     zdir = os.path.join(work, "zrecord")
     os.mkdir(zdir)
-    with DenseStore.create(os.path.join(zdir, "images"), np.uint8, ITEM) as ds:
+    with DenseStore.create(os.path.join(zdir, "images"), np.uint8, ITEM,
+                           codec="raw") as ds:
         for s in range(0, len(images), 256):
             ds.append(images[s:s + 256])
         ds.sync()
-    with DenseStore.create(os.path.join(zdir, "labels"), np.int64) as ds:
+    with DenseStore.create(os.path.join(zdir, "labels"), np.int64,
+                           codec="raw") as ds:
         ds.append(labels)
         ds.sync()
     sizes["zrecord"] = disk_bytes(os.path.join(zdir, "images"))

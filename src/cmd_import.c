@@ -46,7 +46,8 @@ static int parse_fill_args(int argc, char **argv, bool creating, struct fill_opt
         {"files", required_argument, NULL, 'f'}, {"map", required_argument, NULL, 'm'},
         {"null", no_argument, NULL, '0'},        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-    *o = (struct fill_opts){.codec = ZR_CODEC_RAW, .tier = ZR_TIER_BALANCED};
+    /* zstd by default, as zr create: see the comment there. */
+    *o = (struct fill_opts){.codec = ZR_CODEC_ZSTD, .tier = ZR_TIER_BALANCED};
     int c;
     while ((c = cli_getopt(argc, argv, creating ? "c:t:d:f:m:0qh" : "f:m:0qh",
                            creating ? import_opts : append_opts)) != -1) {
@@ -346,7 +347,7 @@ const struct cli_cmd cmd_import = {
     "removed.\n"
     "\n"
     "Options:\n"
-    "  -c, --codec C     raw (default), zstd, or zstd_dict\n"
+    "  -c, --codec C     raw, zstd (default), or zstd_dict\n"
     "  -t, --tier T      zstd_dict: train the dictionary on a sample sized by tier\n"
     "                    fast, balanced (default) or max\n"
     "  -d, --dict FILE   zstd_dict: use this dictionary instead of training one\n"

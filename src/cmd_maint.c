@@ -82,6 +82,11 @@ static int run_compact(int argc, char **argv)
             rc = cli_fail_lib(NULL);
         progress_end(&prog);
     }
+    /* zr_compact ends by syncing what it changed; the command syncs all
+     * the same, as every writing command does before it reports success,
+     * so that its durability does not rest on that detail of the library. */
+    if (rc == EXIT_OK && zr_sync(s) != 0)
+        rc = cli_fail_lib(NULL);
     if (rc == EXIT_OK && !quiet)
         printf("%s: %llu records moved, chunk bytes %llu -> %llu\n", store,
                (unsigned long long)res.records_moved, (unsigned long long)res.bytes_before,

@@ -88,7 +88,10 @@ extern "C" {
 
 typedef struct zr_store zr_store;
 
-/* Options for creating a store. A zeroed struct means raw, no dictionary. */
+/* Options for creating a store. A zeroed struct (or NULL opts) means raw,
+ * no dictionary: a C caller gets nothing it did not ask for from a struct
+ * it zeroed. zr create, zr import and the Python binding default to zstd
+ * instead; pass ZR_CODEC_ZSTD here for the same. */
 typedef struct zr_create_opts {
     int codec;         /* ZR_CODEC_* */
     const void *dict;  /* ZR_CODEC_ZSTD_DICT only: the trained dictionary */
@@ -165,7 +168,11 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
-/* Close the handle and release its lock. Does not sync. Accepts NULL. */
+/* Close the handle and release its lock. Accepts NULL.
+ * Does not sync: appends since the last zr_sync are in the page cache,
+ * readable by the next open, but a crash or power cut may lose them. To
+ * make a writable store durable, call zr_sync before zr_close and check
+ * its result (zr's writing commands and the Python binding's close() do). */
 ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record

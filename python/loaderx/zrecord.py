@@ -24,6 +24,11 @@ Indexing a store selects records, never elements: ``ds[3]`` is one record,
 array or a boolean mask of ``len(ds)`` entries select several, in the order
 given, repeats allowed, negative numbers counting from the end.
 
+A new store is compressed with zstd unless told otherwise (codec="raw"
+stores records as they are). Closing a writable store, or leaving its
+``with`` block, syncs it first: what was appended is durable once close()
+returns, and a failed sync raises (see _Store.close).
+
 Handles are guarded so that misuse from Python cannot reach freed memory:
 closing a store that another thread is reading, or that a live DataLoader
 reads, raises StoreBusyError instead of pulling the handle away; delete and
@@ -43,7 +48,7 @@ from ._lib import ffi, lib
 from .errors import (DtypeMismatchError, EmptyRecordError,
                      IndexOutOfRangeError, InvalidArgumentError,
                      InvalidIndexError, RecordTooBigError, ShapeMismatchError, StoreBusyError,
-                     StoreError, StoreKindError, check, invalid)
+                     StoreError, StoreKindError, check, error_from_code, invalid)
 
 __all__ = ["DenseStore", "RaggedStore", "open_store", "CODECS", "DICT_TIERS",
            "TierSizes"]
@@ -296,7 +301,16 @@ class _Store:
             self._pins -= 1
 
     def close(self):
-        """Close the handle and release its lock. Does not sync.
+        """Sync a writable handle, then close it and release its lock.
+
+        Once close() returns, everything appended, deleted or compacted
+        through the handle is durable. If the sync fails, the handle is
+        closed all the same and the sync's error (StoreIOError,
+        NoSpaceError, ...) is raised: the latest changes may be lost in a
+        crash. The sync fails with StoreBusyError in a child of fork()
+        while the parent that opened the handle runs (the library lets one
+        process write through a handle). A read-only handle is closed
+        without a sync, and so is one garbage-collected without close().
 
         Closing twice is harmless. Raises StoreBusyError, leaving the store
         open, while another thread is in a call on it or a DataLoader that
@@ -312,8 +326,18 @@ class _Store:
                 raise invalid(f"{self._path}: another thread is using this "
                               "handle", StoreBusyError)
             ptr, self._ptr = self._ptr, None
+        # The error is built before zr_close, while zr_last_error() still
+        # holds the sync's message; the handle goes whatever the sync gave,
+        # since keeping it open would only keep the store locked.
+        error = None
+        if self._writable:
+            rc = lib.zr_sync(ptr)
+            if rc < 0:
+                error = error_from_code(rc)
         lib.zr_close(ptr)
         self._pool.close()
+        if error is not None:
+            raise error
 
     def __del__(self):
         ptr = getattr(self, "_ptr", None)
@@ -341,6 +365,13 @@ class _Store:
         return self
 
     def __exit__(self, *exc):
+        """Close the store (syncing a writable one), even when the block
+        raised. A failed sync raises from here; if the block had raised,
+        its exception is the sync error's __context__, so the traceback
+        shows both, as for a file whose flush fails at the end of a with
+        block. The sync error is the one raised because the block's
+        exception may be caught by a program that would then go on
+        believing its appends durable."""
         self.close()
 
     # ---- identity ---------------------------------------------------------
@@ -543,7 +574,10 @@ class _Store:
             lib.zr_verify_report_free(rep)
 
     def sync(self):
-        """Make every append so far durable (data, then table, then header)."""
+        """Make every append so far durable (data, then table, then header).
+
+        close() does this for a writable store; sync() is for making a
+        point durable while the store stays open."""
         ptr = self._enter()
         try:
             with self._writer:
@@ -582,15 +616,17 @@ class DenseStore(_Store):
         self._width = int(lib.zr_record_width(ptr))
 
     @classmethod
-    def create(cls, path, dtype, item_shape=(), codec="raw", dict_bytes=None):
+    def create(cls, path, dtype, item_shape=(), codec="zstd", dict_bytes=None):
         """Create a new, empty Dense store at path, open for writing.
 
         dtype is anything np.dtype accepts; item_shape the shape of one
-        record (() for scalar records, every dimension > 0). codec is 'raw'
-        (the default), 'zstd' or 'zstd_dict'; 'zstd_dict' needs dict_bytes,
-        a dictionary from loaderx.utils.train_dict. path must be a new
-        folder (missing parents are made) or an empty one: StoreExistsError
-        when it holds a store or other files, or is a file.
+        record (() for scalar records, every dimension > 0). codec is 'zstd'
+        (the default: each record its own zstd frame), 'raw' (records as
+        they are, nothing to decode on a read) or 'zstd_dict'; 'zstd_dict'
+        needs dict_bytes, a dictionary from loaderx.utils.train_dict. path
+        must be a new folder (missing parents are made) or an empty one:
+        StoreExistsError when it holds a store or other files, or is a
+        file.
         """
         dt = _store_dtype(dtype)
         try:
@@ -706,7 +742,7 @@ class RaggedStore(_Store):
     _kind_name = "Ragged"
 
     @classmethod
-    def create(cls, path, dtype, codec="raw", dict_bytes=None):
+    def create(cls, path, dtype, codec="zstd", dict_bytes=None):
         """Create a new, empty Ragged store at path, open for writing.
 
         Like DenseStore.create, without an item shape: every record carries

@@ -24,7 +24,7 @@ def streams(rng):
               for i in range(N)]
     with DenseStore.create("images", np.uint8, (3, 8, 8), codec="zstd") as s:
         s.append(images)
-    with DenseStore.create("ids", np.int64) as s:
+    with DenseStore.create("ids", np.int64, codec="raw") as s:
         s.append(ids)
     with RaggedStore.create("tokens", np.int32, codec="zstd") as s:
         s.append(tokens)

@@ -79,7 +79,7 @@ def test_dense_store_reads_equally_through_np_load_and_the_binding(mount, rng):
 def test_ragged_store_reads_equally_through_np_load_and_the_binding(mount, rng):
     recs = [rng.integers(0, 2**16, size=shape).astype(">u2")
             for shape in [(5,), (2, 3), (), (1, 9), (4, 1, 2)]]
-    with RaggedStore.create("root/tokens", ">u2") as rs:
+    with RaggedStore.create("root/tokens", ">u2", codec="raw") as rs:
         rs.append(recs)
     mnt = mount("root", "ro,npy")
     folder = mnt / "tokens"

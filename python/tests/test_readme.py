@@ -15,7 +15,7 @@ from loaderx import (DICT_TIERS, InvalidArgumentError, StoreExistsError,
                      StoreNotFoundError)
 from loaderx.dataloader import DataLoader
 from loaderx.utils import train_dict
-from loaderx.zrecord import DenseStore, RaggedStore
+from loaderx.zrecord import DenseStore, RaggedStore, open_store
 from loaderx.zsampler import Sampler
 
 
@@ -169,7 +169,8 @@ def test_writable_stores_append_returns_first_index():
 def test_writable_stores_delete_stats_compact():
     n = 101
     src = np.random.default_rng(3).normal(size=(n, 5)).astype(np.float32)
-    ds = DenseStore.create("s", src.dtype, (5,))
+    # Raw, so that the accounting counts the records' own 20 bytes each.
+    ds = DenseStore.create("s", src.dtype, (5,), codec="raw")
     ds.append(src)
     before = ds.stats()
     assert before["records"] == n and before["reclaimable"] == 0
@@ -255,6 +256,19 @@ def test_codec_recode_is_read_all_then_append():
         d.append(s[:])
         for got, want in zip(d[:], recs):
             np.testing.assert_array_equal(got, want)
+
+
+def test_codec_zstd_is_the_default():
+    rows = np.zeros((40, 256), dtype=np.int32)
+    with DenseStore.create("d", rows.dtype, rows.shape[1:]) as ds:
+        ds.append(rows)
+        assert ds.codec == ds.stats()["codec"] == "zstd"
+        assert ds.stats()["live_bytes"] < rows.nbytes // 10
+    with RaggedStore.create("r", np.uint8) as rs:
+        assert rs.codec == "zstd"
+    for path in ("d", "r"):
+        with open_store(path, readonly=True) as s:
+            assert s.codec == "zstd"
 
 
 def test_codec_dict_tiers_preset_dictionary_and_sample():

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every codec keeps the data: import with raw, zstd and zstd_dict (trained
 # on the file, or given with --dict), train-dict from an .npy and from a
-# store, and recode between codecs, Dense and Ragged, order kept.
+# store, and recode between codecs, Dense and Ragged, order kept; create
+# and import without --codec make zstd stores.
 . "${srcdir:-.}/tests/cli/lib.sh"
 
 # Compressible records: small integers with structure, 2000 x 64 floats.
@@ -43,6 +44,17 @@ for s in sys.argv[1:]:
 ' $stores
 # Compression does something on this data.
 [ "$(du -sk zst | cut -f1)" -lt "$(du -sk raw | cut -f1)" ] || fail "zstd did not compress"
+
+# Without --codec, create and import (of an .npy or of files) make zstd
+# stores.
+zr import d_npy a.npy -q
+zr create d_made --dtype '<f4' --shape 64
+zr create d_ragged --dtype '|u1' --ragged
+printf '%s\n' a.npy | zr import d_files --files - -q
+for s in d_npy d_made d_ragged d_files; do
+    zr info "$s" --json >"$s.json"
+    py 'import json; i = json.load(open(sys.argv[1])); assert i["codec"] == "zstd", i' "$s.json"
+done
 
 # Ragged stores recode too: records keep their shapes and bytes.
 find /usr/share/icons -name '*.png' -type f | LC_ALL=C sort | awk 'NR <= 300' >pngs.txt

@@ -87,8 +87,9 @@ assert r.stderr.startswith("zr: info: ") and r.stderr.count("\n") == 1, r.stderr
 assert "st is open for writing by another handle or process" in r.stderr, r.stderr
 ' 
 
-# Corrupt stores. A damaged record-table entry fails that record only.
-zr import bad_loc f4.npy
+# Corrupt stores (raw here; compressed records come after). A damaged
+# record-table entry fails that record only.
+zr import bad_loc f4.npy --codec raw
 py '
 import struct
 with open("bad_loc/0.loc", "r+b") as f:
@@ -100,7 +101,7 @@ zr cat bad_loc 1 >one.bin
 py 'assert open("one.bin", "rb").read() == np.load("f4.npy")[1].tobytes()'
 
 # A truncated chunk file, a header of the wrong size, a garbled identity.
-zr import short f4.npy
+zr import short f4.npy --codec raw
 truncate -s 10 short/0.chunk
 expect_fail 1 'corrupt store: short/0.loc entry 0' zr cat short 0
 # A writer takes records past the chunk's end for appends a power cut

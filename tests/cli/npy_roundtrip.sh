@@ -50,7 +50,7 @@ for name in open("names").read().split():
     assert a.dtype == b.dtype, (name, a.dtype, b.dtype)
     assert a.shape == b.shape and np.array_equal(a, b), name
     info = json.load(open("info_" + name + ".json"))
-    assert info["kind"] == "dense" and info["codec"] == "raw", info
+    assert info["kind"] == "dense" and info["codec"] == "zstd", info   # the default
     assert info["dtype"] == a.dtype.str and info["records"] == a.shape[0], info
     assert info["item_shape"] == list(a.shape[1:]), info
 '
