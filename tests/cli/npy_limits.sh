@@ -33,8 +33,8 @@ expect_fail 1 'exceeds 2 GiB' limited create st --dtype '<U536870913'
 [ ! -e st ] || fail "a refused record left $T/st behind"
 
 # At the limit the same calls go on: create makes the store, and an
-# import gets as far as writing the record (stopped by the size limit).
+# raw import gets as far as writing the record (stopped by the size limit).
 limited create st --dtype '<U536870912'
 limited info st | grep -q 'dtype: *<U536870912$' || fail "zr info st: $(limited info st)"
-expect_fail 1 'File too large' limited import st2 limit.npy
+expect_fail 1 'File too large' limited import --codec raw st2 limit.npy
 exit 0
