@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/decimal.h"
 #include "fs/indexlist.h"
 
 void zfs_idxlist_init(struct zfs_idxlist *l, uint64_t limit, size_t max)
@@ -74,11 +75,13 @@ int zfs_idxlist_feed(struct zfs_idxlist *l, const char *buf, size_t len)
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)buf[i];
         if (c >= '0' && c <= '9') {
-            uint64_t d = c - '0';
-            if (l->cur > (UINT64_MAX - d) / 10)
+            /* The digits from here on, after those of a number that the
+             * last write cut. */
+            size_t n = dec_take(buf + i, len - i, &l->cur);
+            if (n == DEC_TOO_BIG)
                 return -EINVAL;
-            l->cur = l->cur * 10 + d;
             l->intok = true;
+            i += n - 1;
         } else if (c == ' ' || c == '\t' || c == ',' || c == '\n' || c == '\r') {
             if (l->intok) {
                 int rc = push(l);

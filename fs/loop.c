@@ -7,22 +7,17 @@
  * requests the daemon has nothing to do, and with libfuse's own loop it
  * sleeps in read(2) on /dev/fuse; the reader's next request must then
  * wake it. On an otherwise idle virtual machine that wake-up is the
- * largest cost of a small file: an idle virtual CPU halts (this
- * machine's guest halt-polling is off), and waking it goes through the
- * host, about 150-200 us, where the request itself takes a few. So after
- * each request this loop keeps reading the device without blocking for
- * up to spin microseconds; a reader that comes back within that time
- * finds the daemon awake. Measured by bench/loopbench.sh on the idle
- * two-CPU machine (doc/loop-benchmarks.md): warm reads of 2 KiB record
- * files went from 1,950 to 4,700-5,000 a second, of 147 KiB ones from
- * 1,700-1,900 to 2,800.
+ * largest cost of a small file: an idle virtual CPU halts, and waking it
+ * goes through the host, which takes far longer than the request itself.
+ * So after each request this loop keeps reading the device without
+ * blocking for up to spin microseconds; a reader that comes back within
+ * that time finds the daemon awake (doc/loop-benchmarks.md and
+ * doc/fs-tuning.md have the measurements).
  *
  * Polling only pays while a CPU would otherwise stand idle. Beside a busy
  * process (a training job) the wake-ups are cheap, since no CPU halts,
  * and a polling daemon takes CPU time from the reader and from that
- * process: there a loop that always polled served 25-45% fewer files
- * (fuse_ceiling beside one busy process).
- * So the loop polls only while the other runnable tasks leave a CPU idle
+ * process, so that it serves fewer files. So the loop polls only while the other runnable tasks leave a CPU idle
  * (it counts them in /proc/loadavg every 10 ms) and the daemon's own
  * helper threads have no CPU work (the read-ahead thread decoding a
  * large record, the reply threads copying a .gather answer); it yields

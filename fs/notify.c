@@ -19,7 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fs/zrfs.h"
+#include "fs/base.h"
+#include "fs/notify.h"
 
 struct job {
     struct zfs_store *st;

@@ -32,8 +32,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/npyheader.h"
+#include "fs/base.h"
 #include "fs/loop.h"
-#include "fs/zrfs.h"
+#include "fs/record.h"
 
 /* Decoded records kept for requests without a handle. */
 #define CACHE_SLOTS 16
@@ -94,14 +96,6 @@ void zfs_sizes_free(struct zfs_sizes *z)
     z->npages = 0;
 }
 
-void zfs_rec_put(struct zfs_rec *r)
-{
-    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
-        free(r->buf);
-        free(r);
-    }
-}
-
 static void log_failure(struct zfs_store *st, uint64_t i, const char *msg)
 {
     unsigned k = atomic_fetch_add(&st->nfailures, 1);
@@ -127,7 +121,7 @@ static int describe_ragged(struct zfs_fs *fs, struct zfs_rec *r, const void *rec
     r->payload_len = v.nbytes;
     r->stored = size;
     if (fs->cfg.npy) {
-        r->hdr_len = zfs_npy_header(r->hdr, sizeof r->hdr, zr_dtype(st->zs), v.shape, v.ndim);
+        r->hdr_len = npy_format_header(zr_dtype(st->zs), v.shape, v.ndim, r->hdr, sizeof r->hdr);
         if (r->hdr_len == 0) {
             log_failure(st, r->index, "its shape does not fit an NPY header");
             return -EIO;
@@ -368,16 +362,12 @@ void zfs_rec_cache_clear(void)
  * nothing to decode, but a first read of it waits for the disk on the
  * loop's thread, inside the kernel's copy out of the mapping; there the
  * thread faults the next records' pages in instead, and first asks the
- * disk, without waiting, for up to 4 MiB of the records after them (first
- * reads of a raw store of 147 KiB images, 3 runs each: 192-311 files/s
- * without that, 767-901 with it; 2 KiB token records unchanged). The
+ * disk, without waiting, for up to 4 MiB of the records after them. The
  * thread works two records ahead (i + 1, then i + 2): waking it on an idle
  * CPU can take as long as the decode, and one record ahead then left the
- * reader waiting for a 147 KiB record's decode (first reads of a zstd
- * store of images, 7 runs each: 355-767 files/s one ahead, 665-921 two
- * ahead, 653-1,037 three ahead, fuse_ceiling 785-878 in 3). It only takes
- * the newest request, and drops what is left of an older one: that is a
- * record the reader has passed.
+ * reader waiting for a large record's decode. doc/fs-tuning.md has the
+ * measurements behind both. It only takes the newest request, and drops
+ * what is left of an older one: that is a record the reader has passed.
  */
 /* Records at least this large take tens of microseconds or more to
  * decode. The size is the width for Dense and, for Ragged, whose decoded

@@ -3,16 +3,15 @@
  * single-threaded loop.
  *
  * An O_DIRECT read of a .gather batch reaches the daemon as all its
- * requests at once (ctl.c), and the reader sleeps until the last one is
- * answered. Sending a reply is where the time goes: the kernel pins the
- * daemon's source pages one at a time and copies each into the reader's
- * pinned pages, close to a millisecond of CPU per MiB on the virtual
- * machines measured (doc/fs-benchmarks.md). On the single-threaded loop,
+ * requests at once (gather.c), and the reader sleeps until the last one
+ * is answered. Sending a reply is where the time goes: the kernel pins
+ * the daemon's source pages one at a time and copies each into the
+ * reader's pinned pages (doc/fs-tuning.md). On the single-threaded loop,
  * the default on two CPUs or fewer, those copies would run one after
  * another on one core while the other idles, so the loop hands each such
- * reply but the one that ends the batch (ctl.c) to these threads and goes
- * back for the next request; everything else stays on the loop, whose
- * one thread keeps serving a reader of small files best. Under the
+ * reply but the one that ends the batch (gather.c) to these threads and
+ * goes back for the next request; everything else stays on the loop,
+ * whose one thread keeps serving a reader of small files best. Under the
  * multi-threaded loop the threads that take the requests already copy in
  * parallel, and none of these is started.
  *
@@ -25,7 +24,7 @@
 #include <string.h>
 
 #include "fs/loop.h"
-#include "fs/zrfs.h"
+#include "fs/replies.h"
 
 /* At most this many threads, whatever the number of CPUs: more only
  * share the same memory bandwidth. */

@@ -27,7 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/zrfs.h"
+#include "common/npyheader.h"
+#include "fs/record.h"
+#include "fs/tree.h"
 
 /* Deeper trees than this are not scanned further. */
 #define MAX_DEPTH 128
@@ -140,8 +142,8 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
         if (st->kind == ZR_DENSE && fs->cfg.npy) {
             uint32_t ndim;
             const uint64_t *shape = zr_item_shape(st->zs, &ndim);
-            st->dense_hdr_len = zfs_npy_header(st->dense_hdr, sizeof st->dense_hdr,
-                                               zr_dtype(st->zs), shape, ndim);
+            st->dense_hdr_len = npy_format_header(zr_dtype(st->zs), shape, ndim, st->dense_hdr,
+                                                  sizeof st->dense_hdr);
         }
         uint64_t n = zr_len(st->zs);
         if (st->kind == ZR_RAGGED && n > 0) {

@@ -26,9 +26,14 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/decimal.h"
 #include "config.h"
 #include "fs/loop.h"
-#include "fs/zrfs.h"
+#include "fs/notify.h"
+#include "fs/ops.h"
+#include "fs/record.h"
+#include "fs/replies.h"
+#include "fs/tree.h"
 
 static const struct fuse_opt opt_spec[] = {
     {"ro", offsetof(struct zfs_config, rw), 0},
@@ -95,10 +100,8 @@ static int settle_options(struct zfs_config *cfg)
     }
     cfg->spin = ZFS_SPIN_DEFAULT_US;
     if (cfg->spin_arg) {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(cfg->spin_arg, &end, 10);
-        if (errno || end == cfg->spin_arg || *end || cfg->spin_arg[0] == '-' || v > ZFS_SPIN_MAX_US) {
+        uint64_t v;
+        if (!dec_parse(cfg->spin_arg, strlen(cfg->spin_arg), false, &v) || v > ZFS_SPIN_MAX_US) {
             fprintf(stderr, "zrecordfs: -o spin=%s: give the microseconds to poll, 0 to %u\n",
                     cfg->spin_arg, ZFS_SPIN_MAX_US);
             return -1;
@@ -326,11 +329,10 @@ int main(int argc, char *argv[])
         fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the read-ahead thread\n");
 
     /* On two CPUs the one-thread loop, polling for the next request
-     * before it sleeps (loop.c), served one reader of record files 1.03
-     * to 1.62 times faster than the multi-threaded loop in 11 of 12 cases
-     * bench/loopbench.sh measured on the idle machine, and in 17 of 24
-     * beside one or two busy processes: the multi-threaded loop hands
-     * each request to another thread, and the reader, the daemon and the
+     * before it sleeps (loop.c), serves a reader of record files faster
+     * than the multi-threaded loop, idle or beside busy processes
+     * (doc/loop-benchmarks.md): the multi-threaded loop hands each
+     * request to another thread, and the reader, the daemon and the
      * kernel then trade two cores among more (zrecordfs(1), -s and
      * -o spin). Gathers still run on the library's own pool. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

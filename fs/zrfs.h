@@ -1,5 +1,8 @@
 /*
- * zrfs.h: what the modules of zrecordfs share. Private to fs/.
+ * zrfs.h: the types the modules of zrecordfs share. Private to fs/. Each
+ * module declares its functions in a header of its own (fs/<module>.h),
+ * so a file's includes name the modules it calls: base.h at the bottom,
+ * ops.h, the dispatcher, on top, and no module calls one above it.
  *
  * Inode numbers are computed, never allocated: a folder of the scanned
  * tree is its position in the node array plus one (the root is 1), and a
@@ -23,7 +26,6 @@
 #include <loaderx/loaderx.h>
 
 #include "fs/indexlist.h"
-#include "fs/npy.h"
 
 #define ZFS_STORE_SHIFT 40
 #define ZFS_SLOT_MASK ((UINT64_C(1) << ZFS_STORE_SHIFT) - 1)
@@ -40,6 +42,10 @@ enum zfs_ctl {
     ZFS_CTL_COMPACT = 3,
     ZFS_CTL_DELETE = 4,
 };
+
+/* Room for the NPY header of a record under -o npy: a store's longest
+ * dtype and ZR_MAX_NDIM dimensions of 20 digits each fit. */
+#define ZFS_NPY_MAX 1024
 
 /* Limits on what .gather builds for one request and what a list holds. */
 #define ZFS_LIST_MAX ((size_t)1 << 24)
@@ -86,7 +92,7 @@ struct zfs_store {
      * the library's mapping (zr_record_span), never decoded into a copy;
      * nothing can move them while the mount lives. */
     bool direct;
-    char dense_hdr[ZFS_NPY_MAX]; /* Dense under -o npy: the header every record shares */
+    uint8_t dense_hdr[ZFS_NPY_MAX]; /* Dense under -o npy: the header every record shares */
     size_t dense_hdr_len;
     /* Readers (record reads, gathers, stats) hold it shared; delete and
      * compact, which need the library handle to themselves, exclusive. */
@@ -111,7 +117,7 @@ struct zfs_store {
      * or being read, linked through zfs_handle.gnext, guarded by
      * gsize_mu. The kernel keeps one size for .gather, and an O_DIRECT
      * read stops at it, so the size shown is the largest end among them
-     * (see ctl.c). */
+     * (see gather.c). */
     pthread_mutex_t gsize_mu;
     struct zfs_handle *gsized;
     uint64_t ghwm;           /* at least every size the kernel may hold for .gather */
@@ -156,169 +162,83 @@ struct zfs_rec {
     const uint8_t *payload;  /* the record's bytes (Ragged: after the prefix) */
     uint64_t payload_len;
     size_t hdr_len;          /* NPY header length under -o npy, else 0 */
-    char hdr[ZFS_NPY_MAX];
+    uint8_t hdr[ZFS_NPY_MAX];
 };
 
-/* Per open file. */
+/* What an open file is: a record, or one of the control files. */
 enum zfs_htype { ZFS_H_RECORD = 1, ZFS_H_STATS, ZFS_H_GATHER, ZFS_H_COMPACT, ZFS_H_DELETE };
+
+/* A record file: its number, and the decoded record once read. */
+struct zfs_hrecord {
+    uint64_t index;
+    struct zfs_rec *rec;
+};
+
+/* .stats: the text as it was when the file was opened. */
+struct zfs_hstats {
+    char *text;
+    size_t len;
+};
+
+/* .gather: the list being written, then the batch being read (gather.c). */
+struct zfs_hgather {
+    struct zfs_idxlist list; /* the list; by_ref: also the batch */
+    char *buf;               /* the batch buffer, kept and reused */
+    size_t cap;              /* its capacity in bytes */
+    size_t len;              /* the batch's length in bytes */
+    bool by_ref;             /* the batch is the records of list, in the mapping */
+    bool serving;            /* a batch is ready and being read */
+    /* The file offset at which the batch begins (where the last write of
+     * its list ended), and whether the file was opened with O_DIRECT
+     * (then the kernel may send the requests of one read(2) at once, and
+     * stops reads at the file size). */
+    uint64_t base;
+    bool odirect;
+    /* Replies in flight that read buf without holding h->mu, and the
+     * condition a change of the batch waits on until they end. */
+    unsigned pins;
+    pthread_cond_t unpinned;
+    /* With O_DIRECT: membership of st->gsized and the end the handle
+     * needs the size to reach (guarded by st->gsize_mu). */
+    bool sized;
+    uint64_t end;
+    struct zfs_handle *prev, *next;
+};
+
+/* .compact: the answer being read, and how far it has been read. */
+struct zfs_hcompact {
+    char *text;
+    size_t len, pos;
+    bool serving;
+};
+
+/* .delete: the list being written, applied at close. */
+struct zfs_hdelete {
+    struct zfs_idxlist list;
+};
+
+/* Per open file: the part every kind has, and that of its kind. */
 struct zfs_handle {
     enum zfs_htype type;
     struct zfs_store *st;
-    uint64_t index;          /* ZFS_H_RECORD */
     pthread_mutex_t mu;      /* one request at a time on this handle's state */
     /* The open file's reference, plus one per request that replies while
      * holding mu: once a reply is sent the reader may close, and RELEASE,
      * served on another thread, must not free the handle under it. */
     _Atomic int refs;
-    struct zfs_rec *rec;     /* ZFS_H_RECORD: the decoded record, once read */
-    struct zfs_idxlist list; /* .gather and .delete: the list being written */
-    char *out;               /* .stats, .gather, .compact: the answer */
-    size_t outlen;
-    char *gbuf;              /* .gather: the batch buffer, kept and reused */
-    size_t gcap;             /* its capacity in bytes */
-    bool by_ref;             /* .gather: the batch in h->list, served from the mapping */
-    size_t outpos;           /* .compact: next byte to hand out */
-    bool serving;            /* .gather, .compact: an answer is being read */
-    /* .gather: the file offset at which the batch begins (where the last
-     * write of its list ended), and whether the file was opened with
-     * O_DIRECT (then the kernel may send the requests of one read(2) at
-     * once, and stops reads at the file size). */
-    uint64_t base;
-    bool odirect;
-    /* .gather: replies in flight that read h->gbuf without holding mu,
-     * and the condition a change of the answer waits on until they end. */
-    unsigned pins;
-    pthread_cond_t unpinned;
-    /* .gather with O_DIRECT: membership of st->gsized and the end the
-     * handle needs the size to reach (guarded by st->gsize_mu). */
-    bool sized;
-    uint64_t gend;
-    struct zfs_handle *gprev, *gnext;
+    union {
+        struct zfs_hrecord record;
+        struct zfs_hstats stats;
+        struct zfs_hgather gather;
+        struct zfs_hcompact compact;
+        struct zfs_hdelete del;
+    };
 };
 
-/* ---- inode numbers ---- */
-
+/* The inode number of a slot of store sid. */
 static inline fuse_ino_t zfs_ino(uint32_t sid, uint64_t slot)
 {
     return ((uint64_t)sid + 1) << ZFS_STORE_SHIFT | slot;
 }
-
-/* ---- tree.c ---- */
-
-/* Scan cfg->root and open every store found (read-only or read-write as
- * cfg says). Returns 0, or -1 after printing why to stderr (no store, a
- * store in use under -o rw, an unreadable ROOT). */
-int zfs_tree_build(struct zfs_fs *fs);
-void zfs_tree_free(struct zfs_fs *fs);
-/* The node of a folder inode, or NULL. */
-struct zfs_node *zfs_tree_node(struct zfs_fs *fs, fuse_ino_t ino);
-/* The child folder called name, or NULL. */
-struct zfs_node *zfs_tree_child(struct zfs_fs *fs, struct zfs_node *n, const char *name);
-
-/* ---- record.c ---- */
-
-/* Load record i of st (or take it from the cache); *out holds a
- * reference to drop with zfs_rec_put. Returns 0 or a negative errno
- * (-ENOENT past the end, -EIO when it fails to decode). */
-int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec **out);
-void zfs_rec_put(struct zfs_rec *r);
-/* For a direct store (st->direct): fill *r, a caller-owned record that is
- * neither cached nor counted, with record i pointing into the mapping.
- * Returns 0 or a negative errno (-ENOENT past the end). */
-int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r);
-/* The file size of record i and its stored size (for st_blocks). Dense
- * records and Ragged records seen before cost nothing; any other Ragged
- * record is decoded once. If may_decode is false and the size is unknown,
- * returns -EAGAIN. Otherwise 0 or a negative errno. */
-int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_decode,
-                 uint64_t *size, uint64_t *stored);
-/* After a delete (caller holds st->lock exclusively): forget sizes and
- * decoded records of st. */
-void zfs_rec_store_changed(struct zfs_store *st);
-void zfs_sizes_free(struct zfs_sizes *z);
-void zfs_rec_cache_clear(void);
-/* A reader is about to read record i of st: when it read record i - 1
- * just before, have the read-ahead thread decode record i + 1 into the
- * cache (a raw store on a read-only mount: fault its pages of the mapping
- * in), so that a tool reading the files in order finds it ready. Cheap,
- * never blocks on a decode or the disk. */
-void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
-/* The read-ahead thread: started after daemonizing, stopped before the
- * stores are freed. Without it zfs_rec_ahead does nothing. */
-int zfs_ahead_start(void);
-void zfs_ahead_stop(void);
-
-/* ---- ctl.c ---- */
-
-/* A copy of the .stats text (malloc'd) and its length. */
-int zfs_stats_text(struct zfs_fs *fs, struct zfs_store *st, char **out, size_t *len);
-/* The length of the .stats text. */
-int zfs_stats_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t *len);
-/* Take len bytes of an index list written to .gather on h at file
- * offset off. The caller holds h->mu. */
-int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len,
-                     uint64_t off);
-/* Answer a READ of up to size bytes at file offset off of .gather on h
- * (the caller does not hold h->mu). page_cache tells a read the kernel
- * makes to fill its page cache from one a reader makes. Returns 0 once
- * req has been answered, or a negative errno for the caller to reply
- * with. */
-int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, size_t size,
-                    uint64_t off, bool page_cache);
-/* The size .gather shows: the largest batch end any O_DIRECT handle of
- * st needs. When h is not NULL (a GETATTR carrying an open .gather),
- * h's list is ended and its batch prepared first, so that the size
- * covers it. Returns 0 or a negative errno (a bad list, a failed
- * gather). */
-int zfs_gather_size(struct zfs_fs *fs, struct zfs_store *st, struct zfs_handle *h,
-                    uint64_t *size);
-/* Forget h's part in .gather's size; before a .gather handle is freed. */
-void zfs_gather_release(struct zfs_handle *h);
-/* A copy of the .compact text, and its length. */
-int zfs_compact_text(struct zfs_store *st, char **out, size_t *len);
-int zfs_compact_size(struct zfs_store *st, uint64_t *len);
-/* Compact h's store; the next read of h gives the result. */
-int zfs_compact_run(struct zfs_fs *fs, struct zfs_handle *h);
-int zfs_compact_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
-                     size_t *n);
-int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
-/* Delete the list written to h so far, if any, as one batch. */
-int zfs_delete_commit(struct zfs_fs *fs, struct zfs_handle *h);
-
-/* ---- notify.c ---- */
-
-/* Start and stop the thread that passes invalidations to the kernel. */
-int zfs_notify_start(struct zfs_fs *fs);
-void zfs_notify_stop(void);
-/* Tell the kernel that records changed[0..n) of st now hold other bytes,
- * that the names of records [new_len, old_len) are gone, and that the
- * store folder's listing and .stats changed. Returns when it is done. */
-void zfs_notify_change(struct zfs_fs *fs, struct zfs_store *st, const uint64_t *changed,
-                       size_t n, uint64_t new_len, uint64_t old_len);
-
-/* ---- replies.c ---- */
-
-/* Start n threads (at most 8) that send .gather's data replies for the
- * single-threaded loop; call after the process has daemonized. Returns 0
- * or a negative errno (the threads started before it still run). */
-int zfs_replies_start(unsigned n);
-/* Send what is queued, then stop the threads. Safe when none runs. */
-void zfs_replies_stop(void);
-/* Reply to req with iov[0..cnt) on a reply thread, or at once if none
- * runs, then call done(arg); what iov points to must stay valid until
- * done runs. Thread-safe. */
-void zfs_reply_iov(fuse_req_t req, const struct iovec *iov, int cnt, void (*done)(void *),
-                   void *arg);
-
-/* ---- ops.c ---- */
-
-/* Drop a reference to an open file's handle; the last one frees it. */
-void zfs_handle_put(struct zfs_handle *h);
-/* The operations table handed to fuse_session_new. */
-const struct fuse_lowlevel_ops *zfs_lowlevel_ops(void);
-/* The errno for a libloaderx status code: the one place they are mapped. */
-int zfs_errno(int zr_code);
-/* Format the name of record i (with the mount's suffix) into buf. */
-void zfs_record_name(const struct zfs_fs *fs, uint64_t i, char *buf, size_t cap);
 
 #endif

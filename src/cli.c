@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/decimal.h"
+#include "common/readfull.h"
 
 const struct cli_cmd *cli_current;
 volatile sig_atomic_t cli_interrupted;
@@ -126,18 +128,8 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 
 bool cli_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *out = v;
-    return true;
+    /* Leading zeros are allowed: seq -w and printf %05d write them. */
+    return s && dec_parse(s, strlen(s), false, out);
 }
 
 bool cli_parse_codec(const char *s, int *codec)
@@ -171,12 +163,7 @@ bool cli_parse_shape(const char *s, uint64_t *shape, uint32_t *ndim, uint32_t ma
     for (;;) {
         const char *comma = strchr(s, ',');
         size_t len = comma ? (size_t)(comma - s) : strlen(s);
-        char num[24];
-        if (len == 0 || len >= sizeof num || *ndim == max)
-            return false;
-        memcpy(num, s, len);
-        num[len] = '\0';
-        if (!cli_parse_u64(num, &shape[*ndim]))
+        if (*ndim == max || !dec_parse(s, len, false, &shape[*ndim]))
             return false;
         (*ndim)++;
         if (!comma)
@@ -203,14 +190,8 @@ int cli_parse_ranges(char **ops, int nops, uint64_t length, struct cli_range **o
                               (unsigned long long)length);
             hi = lo + 1;
         } else {
-            char a[24];
             size_t alen = (size_t)(colon - op);
-            bool ok = alen < sizeof a;
-            if (ok && alen > 0) {
-                memcpy(a, op, alen);
-                a[alen] = '\0';
-                ok = cli_parse_u64(a, &lo);
-            }
+            bool ok = alen == 0 || dec_parse(op, alen, false, &lo);
             if (ok && colon[1] != '\0')
                 ok = cli_parse_u64(colon + 1, &hi);
             if (!ok)
@@ -264,25 +245,25 @@ int cli_read_file(const char *path, uint64_t max, void **buf, size_t *len)
                       (unsigned long long)st.st_size, (unsigned long long)max);
     else if (!(data = malloc(st.st_size ? (size_t)st.st_size : 1)))
         rc = cli_fail("%s: out of memory", path);
-    size_t got = 0;
-    while (rc == EXIT_OK && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, data + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            rc = cli_fail("%s: %s", path, strerror(errno));
-        else if (r == 0)
-            rc = cli_fail("%s: the file shrank while being read", path);
-        else
-            got += (size_t)r;
-    }
+    if (rc == EXIT_OK)
+        rc = cli_pread_all(fd, data, (size_t)st.st_size, 0, path);
     close(fd);
     if (rc != EXIT_OK) {
         free(data);
         return rc;
     }
     *buf = data;
-    *len = got;
+    *len = (size_t)st.st_size;
+    return EXIT_OK;
+}
+
+int cli_pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path)
+{
+    int r = pread_full(fd, buf, len, off);
+    if (r < 0)
+        return cli_fail("%s: %s", path, strerror(errno));
+    if (r > 0)
+        return cli_fail("%s: the file shrank while being read", path);
     return EXIT_OK;
 }
 

@@ -79,6 +79,9 @@ int cli_parse_ranges(char **ops, int nops, uint64_t length, struct cli_range **o
 int cli_write_all(int fd, const void *buf, size_t len, const char *what);
 /* Read a whole regular file of at most max bytes into a malloc'd buffer. */
 int cli_read_file(const char *path, uint64_t max, void **buf, size_t *len);
+/* Read len bytes at offset off of fd (the file at path), or say why not:
+ * a failed read, or a file that ends first. */
+int cli_pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path);
 
 /* An output file written under a temporary name and renamed into place
  * when complete, so a failure never leaves a partial file (or clobbers an

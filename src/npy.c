@@ -1,5 +1,6 @@
 /*
- * npy.c: the NumPy .npy header, read and written by zr.
+ * npy.c: the NumPy .npy header as zr reads it (writing one is
+ * common/npyheader.c's).
  *
  * An .npy file is a magic string, a version, a little-endian header
  * length and a header that is a Python dict literal, followed by the raw
@@ -23,13 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <loaderx/loaderx.h>
 
+#include "common/decimal.h"
+#include "common/readfull.h"
 #include "npy.h"
-
-static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 /* Nesting allowed inside a structured descr before it is called hostile. */
 #define SKIP_DEPTH_MAX 16
@@ -49,7 +49,7 @@ __attribute__((format(printf, 4, 5))) static int fail(int code, char *err, size_
 int npy_preamble(const uint8_t *buf, size_t len, struct npy_header *h, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
-    if (len < sizeof magic || memcmp(buf, magic, sizeof magic) != 0)
+    if (len < NPY_MAGIC_LEN || memcmp(buf, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
         return fail(NPY_EFORMAT, err, errlen, "not an NPY file (no \\x93NUMPY magic)");
     if (len < 8)
         return fail(NPY_EFORMAT, err, errlen, "NPY file ends inside its version bytes");
@@ -154,21 +154,17 @@ static int parse_string(struct cur *c, char *out, size_t cap)
  * accepted. */
 static int parse_uint(struct cur *c, uint64_t *out)
 {
-    int ch = peek(c);
-    if (ch < '0' || ch > '9')
-        return bad(c, "expected a non-negative integer");
     uint64_t v = 0;
-    const uint8_t *start = c->p;
-    while ((ch = peek(c)) >= '0' && ch <= '9') {
-        if (v > (UINT64_MAX - (uint64_t)(ch - '0')) / 10)
-            return bad(c, "integer too large");
-        v = v * 10 + (uint64_t)(ch - '0');
-        c->p++;
-    }
-    if (*start == '0' && c->p - start > 1)
+    size_t n = dec_take((const char *)c->p, (size_t)(c->end - c->p), &v);
+    if (n == 0)
+        return bad(c, "expected a non-negative integer");
+    if (n == DEC_TOO_BIG)
+        return bad(c, "integer too large");
+    if (*c->p == '0' && n > 1)
         return bad(c, "integer with a leading zero");
+    c->p += n;
     accept(c, 'L');
-    ch = peek(c);
+    int ch = peek(c);
     if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '.')
         return bad(c, "integer followed by an unexpected character");
     *out = v;
@@ -376,19 +372,11 @@ int npy_check_supported(const struct npy_header *h, uint64_t *itemsize, uint64_t
 
 static int read_at(int fd, void *buf, size_t len, uint64_t off, char *err, size_t errlen)
 {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t r = pread(fd, p, len, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return fail(NPY_EIO, err, errlen, "reading the NPY header: %s", strerror(errno));
-        if (r == 0)
-            return fail(NPY_EFORMAT, err, errlen, "NPY file ends inside its header");
-        p += r;
-        off += (uint64_t)r;
-        len -= (size_t)r;
-    }
+    int r = pread_full(fd, buf, len, off);
+    if (r < 0)
+        return fail(NPY_EIO, err, errlen, "reading the NPY header: %s", strerror(errno));
+    if (r > 0)
+        return fail(NPY_EFORMAT, err, errlen, "NPY file ends inside its header");
     return NPY_OK;
 }
 
@@ -419,38 +407,4 @@ int npy_read_header(int fd, uint64_t file_size, struct npy_header *h, uint64_t *
                   (unsigned long long)*nbytes,
                   (unsigned long long)(file_size - h->data_offset));
     return rc;
-}
-
-size_t npy_format_header(const char *descr, const uint64_t *shape, uint32_t ndim, uint8_t *out,
-                         size_t cap)
-{
-    if (!descr || strlen(descr) >= NPY_DESCR_MAX || ndim > NPY_MAX_NDIM || (ndim && !shape))
-        return 0;
-    char dict[NPY_FORMAT_CAP];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
-    for (uint32_t d = 0; d < ndim && n > 0 && (size_t)n < sizeof dict; d++)
-        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%llu", d ? ", " : "",
-                      (unsigned long long)shape[d]);
-    if (n > 0 && (size_t)n < sizeof dict)
-        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", ndim == 1 ? "," : "");
-    if (n <= 0 || (size_t)n >= sizeof dict)
-        return 0;
-    /* The dict, its padding and the newline make the data start at a
-     * multiple of 64 bytes, as NumPy aligns it. The dict is far below the
-     * 64 KiB limit of version 1.0, which every NPY reader understands. */
-    size_t pre = NPY_PREAMBLE_V1;
-    size_t total = (pre + (size_t)n + 1 + 63) / 64 * 64;
-    if (total > cap)
-        return 0;
-    size_t hlen = total - pre;
-    memcpy(out, magic, sizeof magic);
-    out[6] = 1;
-    out[7] = 0;
-    out[8] = (uint8_t)hlen;
-    out[9] = (uint8_t)(hlen >> 8);
-    memcpy(out + pre, dict, (size_t)n);
-    memset(out + pre + (size_t)n, ' ', total - pre - (size_t)n - 1);
-    out[total - 1] = '\n';
-    return total;
 }

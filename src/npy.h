@@ -1,6 +1,6 @@
 /*
- * npy.h: reading and writing the NumPy .npy header (format versions 1.0,
- * 2.0 and 3.0) for zr.
+ * npy.h: reading the NumPy .npy header (format versions 1.0, 2.0 and
+ * 3.0) for zr; writing one is common/npyheader.h's.
  */
 #ifndef ZR_NPY_H
 #define ZR_NPY_H
@@ -9,16 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* NumPy itself allows at most 64 dimensions. */
-#define NPY_MAX_NDIM 64
-/* The longest descr string kept; a longer one is no dtype loaderx stores. */
-#define NPY_DESCR_MAX 32
+#include "common/npyheader.h"
+
 /* The largest header accepted. Headers of the plain arrays loaderx stores
  * are far below a kilobyte; the limit bounds what a hostile file can make
  * the reader allocate. */
 #define NPY_HEADER_MAX (1u << 20)
-/* magic (6) + version (2) + header length (2 or 4) */
-#define NPY_PREAMBLE_V1 10
+/* magic (6) + version (2) + header length (4) of versions 2.0 and 3.0 */
 #define NPY_PREAMBLE_V2 12
 
 /* Results. NPY_EFORMAT: the bytes are not a well-formed NPY header;
@@ -63,16 +60,5 @@ int npy_check_supported(const struct npy_header *h, uint64_t *itemsize, uint64_t
  * npy_check_supported and check the data is all present in the file. */
 int npy_read_header(int fd, uint64_t file_size, struct npy_header *h, uint64_t *itemsize,
                     uint64_t *nbytes, char *err, size_t errlen);
-
-/* Format the header of a C-order array of descr and shape as NumPy writes
- * it: version 1.0, the dict padded with spaces and a newline so that the
- * data starts at a multiple of 64 bytes.
- * Writes at most cap bytes to out; returns the header length, or 0 if cap
- * is too small or the arguments are invalid. */
-size_t npy_format_header(const char *descr, const uint64_t *shape, uint32_t ndim, uint8_t *out,
-                         size_t cap);
-
-/* Enough room for any header npy_format_header makes for ndim <= 64. */
-#define NPY_FORMAT_CAP 2048
 
 #endif

@@ -112,24 +112,6 @@ void npy_src_unmap(struct npy_window *w)
     *w = (struct npy_window){0};
 }
 
-static int pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t r = pread(fd, p, len, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return cli_fail("%s: %s", path, strerror(errno));
-        if (r == 0)
-            return cli_fail("%s: the file shrank while being read", path);
-        p += r;
-        off += (uint64_t)r;
-        len -= (size_t)r;
-    }
-    return EXIT_OK;
-}
-
 int npy_src_train_dict(const struct npy_src *src, int tier, void **dict, size_t *dict_len)
 {
     size_t budget;
@@ -154,7 +136,7 @@ int npy_src_train_dict(const struct npy_src *src, int tier, void **dict, size_t 
     int rc = EXIT_OK;
     for (uint64_t j = 0; j < k && rc == EXIT_OK; j++) {
         uint64_t rec = (uint64_t)((unsigned __int128)j * src->n / k);
-        rc = pread_all(src->fd, buf + j * per, (size_t)per,
+        rc = cli_pread_all(src->fd, buf + j * per, (size_t)per,
                        src->h.data_offset + rec * src->width, src->path);
     }
     if (rc == EXIT_OK && zr_train_dict_buffer(buf, (size_t)per, (size_t)k, tier, dict, dict_len))
@@ -298,7 +280,7 @@ static int read_head(const char *path, uint8_t *buf, uint64_t len, uint64_t expe
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return cli_fail("%s: %s", path, strerror(errno));
-    int rc = pread_all(fd, buf, (size_t)len, 0, path);
+    int rc = cli_pread_all(fd, buf, (size_t)len, 0, path);
     /* A file that grew since it was listed would be stored cut short. */
     uint8_t extra;
     if (rc == EXIT_OK && len == expect_size && pread(fd, &extra, 1, (off_t)len) != 0)

@@ -169,6 +169,20 @@ START_TEST(numbers_past_64_bits_are_einval)
 }
 END_TEST
 
+START_TEST(a_number_past_64_bits_across_writes_is_einval)
+{
+    struct zfs_idxlist l = {0};
+    zfs_idxlist_init(&l, UINT64_MAX, 100);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "1 00184467440737", 16), 0);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "09551614,", 9), 0);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_uint_eq(l.idx[1], UINT64_MAX - 1);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "184467440737095516", 18), 0);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "16", 2), -EINVAL);
+    zfs_idxlist_free(&l);
+}
+END_TEST
+
 START_TEST(more_indices_than_the_maximum_is_e2big)
 {
     struct zfs_idxlist l = {0};
@@ -232,6 +246,7 @@ Suite *suite_indexlist(void)
     tcase_add_test(tc, index_at_or_above_the_limit_is_einval);
     tcase_add_test(tc, a_lowered_limit_applies_to_later_numbers);
     tcase_add_test(tc, numbers_past_64_bits_are_einval);
+    tcase_add_test(tc, a_number_past_64_bits_across_writes_is_einval);
     tcase_add_test(tc, more_indices_than_the_maximum_is_e2big);
     tcase_add_test(tc, reset_after_an_error_makes_the_list_usable);
     tcase_add_test(tc, a_long_list_in_odd_pieces_keeps_every_index);

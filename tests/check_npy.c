@@ -1,4 +1,5 @@
-/* check_npy.c: zr's NPY header parser and writer (src/npy.c). */
+/* check_npy.c: zr's NPY header parser (src/npy.c) and the header writer
+ * zr and zrecordfs share (common/npyheader.c). */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -286,6 +287,75 @@ START_TEST(formats_aligned_headers_that_parse_back)
 }
 END_TEST
 
+START_TEST(formats_the_largest_shapes_and_refuses_what_no_array_has)
+{
+    uint64_t shape[NPY_MAX_NDIM + 1];
+    for (size_t d = 0; d <= NPY_MAX_NDIM; d++)
+        shape[d] = UINT64_MAX;
+    static uint8_t out[NPY_FORMAT_CAP];
+    char descr[NPY_DESCR_MAX + 1];
+    memset(descr, 'S', sizeof descr);
+    descr[0] = '|';
+    descr[NPY_DESCR_MAX - 1] = '\0';
+    /* NPY_MAX_NDIM dimensions of 2^64 - 1 and the longest descr fit
+     * NPY_FORMAT_CAP, and parse back. */
+    size_t n = npy_format_header(descr, shape, NPY_MAX_NDIM, out, sizeof out);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_eq(n % 64, 0);
+    struct npy_header h;
+    char err[256];
+    ck_assert_int_eq(npy_parse(out, n, &h, err, sizeof err), NPY_OK);
+    ck_assert_uint_eq(h.ndim, NPY_MAX_NDIM);
+    ck_assert_uint_eq(h.shape[NPY_MAX_NDIM - 1], UINT64_MAX);
+    ck_assert_str_eq(h.descr, descr);
+    /* Exactly the header's length is enough; a byte less is not. */
+    ck_assert_uint_eq(npy_format_header(descr, shape, NPY_MAX_NDIM, out, n), n);
+    ck_assert_uint_eq(npy_format_header(descr, shape, NPY_MAX_NDIM, out, n - 1), 0);
+    /* One dimension more, a longer descr, no descr, no shape. */
+    ck_assert_uint_eq(npy_format_header(descr, shape, NPY_MAX_NDIM + 1, out, sizeof out), 0);
+    descr[NPY_DESCR_MAX - 1] = 'S';
+    descr[NPY_DESCR_MAX] = '\0';
+    ck_assert_uint_eq(npy_format_header(descr, shape, 1, out, sizeof out), 0);
+    ck_assert_uint_eq(npy_format_header(NULL, shape, 1, out, sizeof out), 0);
+    ck_assert_uint_eq(npy_format_header("<f4", NULL, 1, out, sizeof out), 0);
+    ck_assert_uint_gt(npy_format_header("<f4", NULL, 0, out, sizeof out), 0);
+}
+END_TEST
+
+START_TEST(pads_each_header_to_the_next_multiple_of_64)
+{
+    static const char *const descrs[] = {"|u1", "<f8", "|S10", "<U100"};
+    uint8_t out[NPY_FORMAT_CAP];
+    bool exact = false;
+    for (size_t k = 0; k < sizeof descrs / sizeof descrs[0]; k++)
+        for (uint32_t ndim = 0; ndim <= 3; ndim++)
+            for (uint64_t v = 1;; v *= 10) {
+                const uint64_t shape[3] = {v, v, v};
+                size_t n = npy_format_header(descrs[k], shape, ndim, out, sizeof out);
+                ck_assert_uint_gt(n, 0);
+                ck_assert_uint_eq(n % 64, 0);
+                ck_assert_uint_eq((size_t)out[8] | (size_t)out[9] << 8, n - 10);
+                ck_assert_int_eq(out[n - 1], '\n');
+                /* Spaces between the dict's closing brace and the newline,
+                 * never a whole 64 of them. */
+                size_t brace = n - 2;
+                while (out[brace] == ' ')
+                    brace--;
+                ck_assert_int_eq(out[brace], '}');
+                ck_assert_uint_lt(n - 2 - brace, 64);
+                exact |= brace == n - 2;
+                struct npy_header h;
+                char err[256];
+                ck_assert_int_eq(npy_parse(out, n, &h, err, sizeof err), NPY_OK);
+                ck_assert_uint_eq(h.ndim, ndim);
+                if (v > UINT64_MAX / 10)
+                    break; /* 10^19, the last power of ten below 2^64 */
+            }
+    /* ("|S10", three dimensions of 10^18) fills 128 bytes with no space. */
+    ck_assert(exact);
+}
+END_TEST
+
 START_TEST(reading_a_file_checks_the_data_is_there)
 {
     char *dir = zt_tempdir();
@@ -329,6 +399,8 @@ Suite *suite_npy(void)
     tcase_add_test(tc, applies_zr_policy_with_reasons);
     tcase_add_test(tc, no_truncation_or_byte_flip_reads_outside_the_buffer);
     tcase_add_test(tc, formats_aligned_headers_that_parse_back);
+    tcase_add_test(tc, formats_the_largest_shapes_and_refuses_what_no_array_has);
+    tcase_add_test(tc, pads_each_header_to_the_next_multiple_of_64);
     tcase_add_test(tc, reading_a_file_checks_the_data_is_there);
     suite_add_tcase(s, tc);
     return s;

@@ -8,6 +8,7 @@
     ZR_SUITE(sampler) \
     ZR_SUITE(loader) \
     ZR_SUITE(format) \
+    ZR_SUITE(decimal) \
     ZR_SUITE(indexlist) \
     ZR_SUITE(maint) \
     ZR_SUITE(npy) \

@@ -65,7 +65,8 @@ done
 # mounted.
 mkdir -p "$tmp/x"
 for opts in "-o noopen,rw" "-o npy,ext=.png" "-o ext=1x" "-o ext=a/b" \
-    "-o spin=" "-o spin=x" "-o spin=-1" "-o spin=100001" "-o spin=5us" \
+    "-o spin=" "-o spin=x" "-o spin=-1" "-o spin=+5" "-o spin=100001" "-o spin=5us" \
+    "-o spin=18446744073709551621" \
     "-o bogus" "--bogus"; do
     rc=0
     "$ZRFS" $opts "$tmp/tree" "$tmp/x" 2> "$tmp/err" || rc=$?

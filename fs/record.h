@@ -1,0 +1,37 @@
+/* record.h: record files' bytes and sizes, and the read-ahead (record.c). */
+#ifndef ZFS_RECORD_H
+#define ZFS_RECORD_H
+
+#include "fs/zrfs.h"
+
+/* Load record i of st (or take it from the cache); *out holds a
+ * reference to drop with zfs_rec_put. Returns 0 or a negative errno
+ * (-ENOENT past the end, -EIO when it fails to decode). */
+int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec **out);
+/* For a direct store (st->direct): fill *r, a caller-owned record that is
+ * neither cached nor counted, with record i pointing into the mapping.
+ * Returns 0 or a negative errno (-ENOENT past the end). */
+int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r);
+/* The file size of record i and its stored size (for st_blocks). Dense
+ * records and Ragged records seen before cost nothing; any other Ragged
+ * record is decoded once. If may_decode is false and the size is unknown,
+ * returns -EAGAIN. Otherwise 0 or a negative errno. */
+int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_decode,
+                 uint64_t *size, uint64_t *stored);
+/* After a delete (caller holds st->lock exclusively): forget sizes and
+ * decoded records of st. */
+void zfs_rec_store_changed(struct zfs_store *st);
+void zfs_sizes_free(struct zfs_sizes *z);
+void zfs_rec_cache_clear(void);
+/* A reader is about to read record i of st: when it read record i - 1
+ * just before, have the read-ahead thread decode record i + 1 into the
+ * cache (a raw store on a read-only mount: fault its pages of the mapping
+ * in), so that a tool reading the files in order finds it ready. Cheap,
+ * never blocks on a decode or the disk. */
+void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
+/* The read-ahead thread: started after daemonizing, stopped before the
+ * stores are freed. Without it zfs_rec_ahead does nothing. */
+int zfs_ahead_start(void);
+void zfs_ahead_stop(void);
+
+#endif
