@@ -14,10 +14,10 @@
 
 #define BATCH 8
 
+/* The message says what went wrong; zr_strerror names the code. */
 static int fail(const char *what, int rc)
 {
-    fprintf(stderr, "tour: %s: %s\n", what, zr_last_error());
-    (void)rc;
+    fprintf(stderr, "tour: %s: %s (%s)\n", what, zr_last_error(), zr_strerror(rc));
     return 1;
 }
 

@@ -233,18 +233,10 @@ static int gather_ragged(const struct stream *st, struct slot *sl, size_t k)
 }
 
 /* Prefix the message a failed call left on this thread with where it
- * happened, dropping the code's own text, which zr_err puts back. */
+ * happened (zr_err may be given that message as an argument). */
 static int annotate(int rc, const char *stream, uint64_t step)
 {
-    char prev[MSG_MAX];
-    snprintf(prev, sizeof prev, "%s", zr_last_error());
-    const char *detail = prev;
-    size_t head = strlen(zr_strerror(rc));
-    if (strncmp(prev, zr_strerror(rc), head) == 0) {
-        detail = prev + head;
-        if (detail[0] == ':' && detail[1] == ' ')
-            detail += 2;
-    }
+    const char *detail = zr_last_error();
     if (stream)
         return zr_err(rc, "stream '%s', step %llu%s%s", stream, (unsigned long long)step,
                       *detail ? ": " : "", detail);

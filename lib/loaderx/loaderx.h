@@ -6,9 +6,10 @@
  *
  * Conventions used by every function below:
  *  - Fallible calls return int: 0 on success, a negative ZR_E* code on
- *    failure. The codes are pinned forever.
+ *    failure, never a negative errno value. The codes are pinned forever.
  *  - After a failure, zr_last_error() gives a message naming the file, the
- *    entry and the detail. The message is per thread, like errno.
+ *    entry and the detail, and zr_last_error_code() its code. Both are per
+ *    thread, like errno.
  *  - Handles are opaque and created through out-parameters. Close and free
  *    functions return void and accept NULL.
  *  - Nothing here prints, exits or aborts on bad input or a corrupt store.
@@ -35,24 +36,28 @@ extern "C" {
 #define ZR_VERSION_MINOR 1
 #define ZR_VERSION_PATCH 0
 
-/* Status codes. Values are pinned: never renumber, only append. */
+/* Status codes. The failure codes lie in a range of their own, -30700
+ * down to -30779: clear of negative errno values (-1 to -4095), which a
+ * caller such as a FUSE driver may carry in the same int, and of LMDB's
+ * codes (-30780 to -30799). The values are pinned from now on: a code is
+ * never renumbered, and a new one takes the next number down. */
 #define ZR_OK 0
-#define ZR_EINVAL -1     /* a bad argument (NULL pointer, bad flag, bad dtype string) */
-#define ZR_ENOMEM -2     /* an allocation failed */
-#define ZR_EIO -3        /* the operating system reported an I/O error */
-#define ZR_ECORRUPT -4   /* the store on disk is damaged or malformed */
-#define ZR_ENOTSTORE -5  /* the path does not hold a store */
-#define ZR_EEXIST -6     /* create: the path holds a store or other files */
-#define ZR_EBUSY -7      /* the store is locked by another handle or process */
-#define ZR_ERANGE -8     /* an index is out of range */
-#define ZR_EDTYPE -9     /* the data's dtype differs from the store's */
-#define ZR_ESHAPE -10    /* the data's item shape differs from the store's */
-#define ZR_ETOOBIG -11   /* a record is larger than ZR_MAX_RECORD bytes */
-#define ZR_EEMPTY -12    /* a record has zero bytes */
-#define ZR_EROFS -13     /* a write through a read-only handle */
-#define ZR_EKIND -14     /* a Dense call on a Ragged store or the reverse */
-#define ZR_ECODEC -15    /* compression, decompression setup or dictionary training failed */
-#define ZR_ENOSPC -16    /* the disk is full */
+#define ZR_EINVAL (-30700)    /* a bad argument (NULL pointer, bad flag, bad dtype string) */
+#define ZR_ENOMEM (-30701)    /* an allocation failed */
+#define ZR_EIO (-30702)       /* the operating system reported an I/O error */
+#define ZR_ECORRUPT (-30703)  /* the store on disk is damaged or malformed */
+#define ZR_ENOTSTORE (-30704) /* the path does not hold a store */
+#define ZR_EEXIST (-30705)    /* create: the path holds a store or other files */
+#define ZR_EBUSY (-30706)     /* the store is locked by another handle or process */
+#define ZR_ERANGE (-30707)    /* an index is out of range */
+#define ZR_EDTYPE (-30708)    /* the data's dtype differs from the store's */
+#define ZR_ESHAPE (-30709)    /* the data's item shape differs from the store's */
+#define ZR_ETOOBIG (-30710)   /* a record is larger than ZR_MAX_RECORD bytes */
+#define ZR_EEMPTY (-30711)    /* a record has zero bytes */
+#define ZR_EROFS (-30712)     /* a write through a read-only handle */
+#define ZR_EKIND (-30713)     /* a Dense call on a Ragged store or the reverse */
+#define ZR_ECODEC (-30714)    /* compression, decompression setup or dictionary training failed */
+#define ZR_ENOSPC (-30715)    /* the disk is full */
 
 /* Largest physical record (a Ragged record counts its shape prefix). */
 #define ZR_MAX_RECORD ((uint64_t)1 << 31)
@@ -123,10 +128,18 @@ typedef struct zr_ragged_batch {
  * Never NULL; unknown codes give a generic text. Thread-safe. */
 ZR_API const char *zr_strerror(int code);
 
-/* The message of the last failed call made by this thread: the code's text
- * plus the file, entry and detail. Valid until this thread's next failing
- * call. Never NULL (empty before any failure). */
+/* The message of the last failed call made by this thread: what went
+ * wrong, naming the file, the entry and the detail, without the code's
+ * name (zr_last_error_code and zr_strerror give that), e.g. "data/0.loc
+ * entry 7 (record 7): entry is out of bounds or inconsistent". A failure
+ * without more to say gives the meaning of its code ("store is corrupt"). Valid until
+ * this thread's next failing call. Never NULL (empty before any failure). */
 ZR_API const char *zr_last_error(void);
+
+/* The code of the failure zr_last_error describes: ZR_OK before any
+ * failure on this thread, and like errno left as it is by a call that
+ * succeeds. */
+ZR_API int zr_last_error_code(void);
 
 /* ---- dtype helpers --------------------------------------------------- */
 

@@ -80,6 +80,7 @@ typedef struct zr_verify_report {
 
 const char *zr_strerror(int code);
 const char *zr_last_error(void);
+int zr_last_error_code(void);
 int64_t zr_dtype_itemsize(const char *dtype);
 
 int zr_dense_create(zr_store **out, const char *path, const char *dtype,
@@ -195,22 +196,22 @@ void zr_loader_destroy(zr_loader *ld);
 # plain Python numbers because cffi's cdef cannot evaluate the header's
 # macro expressions.
 ZR_OK = 0
-ZR_EINVAL = -1
-ZR_ENOMEM = -2
-ZR_EIO = -3
-ZR_ECORRUPT = -4
-ZR_ENOTSTORE = -5
-ZR_EEXIST = -6
-ZR_EBUSY = -7
-ZR_ERANGE = -8
-ZR_EDTYPE = -9
-ZR_ESHAPE = -10
-ZR_ETOOBIG = -11
-ZR_EEMPTY = -12
-ZR_EROFS = -13
-ZR_EKIND = -14
-ZR_ECODEC = -15
-ZR_ENOSPC = -16
+ZR_EINVAL = -30700
+ZR_ENOMEM = -30701
+ZR_EIO = -30702
+ZR_ECORRUPT = -30703
+ZR_ENOTSTORE = -30704
+ZR_EEXIST = -30705
+ZR_EBUSY = -30706
+ZR_ERANGE = -30707
+ZR_EDTYPE = -30708
+ZR_ESHAPE = -30709
+ZR_ETOOBIG = -30710
+ZR_EEMPTY = -30711
+ZR_EROFS = -30712
+ZR_EKIND = -30713
+ZR_ECODEC = -30714
+ZR_ENOSPC = -30715
 
 ZR_MAX_RECORD = 1 << 31
 ZR_MAX_NDIM = 32

@@ -844,7 +844,7 @@ def _ragged_records(words, offsets, sizes, dtype, scalar):
         w = off // 8
         ndim = int(prefix[w])
         if ndim > _lib.ZR_MAX_NDIM or 8 * (1 + ndim) > size:
-            raise StoreError(f"ZR_ECORRUPT: record prefix ndim {ndim} does not "
+            raise StoreError(f"record prefix ndim {ndim} does not "
                              f"fit its {size} bytes", _lib.ZR_ECORRUPT)
         shape = tuple(prefix[w + 1:w + 1 + ndim].tolist())
         start = off + 8 * (1 + ndim)
