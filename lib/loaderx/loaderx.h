@@ -32,9 +32,9 @@ extern "C" {
 #define ZR_API
 #endif
 
-#define ZR_VERSION_MAJOR 0
-#define ZR_VERSION_MINOR 1
-#define ZR_VERSION_PATCH 0
+/* ZR_VERSION_MAJOR, _MINOR, _PATCH, _NUMBER and _STRING: the version of
+ * these headers, which configure writes. */
+#include "loaderx/version.h"
 
 /* Status codes. The failure codes lie in a range of their own, -30700
  * down to -30779: clear of negative errno values (-1 to -4095), which a
@@ -140,6 +140,16 @@ ZR_API const char *zr_last_error(void);
  * failure on this thread, and like errno left as it is by a call that
  * succeeds. */
 ZR_API int zr_last_error_code(void);
+
+/* ---- Version --------------------------------------------------------- */
+
+/* The version of the library that is running, as MAJOR * 10000 + MINOR *
+ * 100 + PATCH: the ZR_VERSION_NUMBER it was built with, which may be newer
+ * than the one a caller was compiled against. Thread-safe. */
+ZR_API int zr_version(void);
+
+/* The same version as "MAJOR.MINOR.PATCH". Never NULL. Thread-safe. */
+ZR_API const char *zr_version_string(void);
 
 /* ---- dtype helpers --------------------------------------------------- */
 

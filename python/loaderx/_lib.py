@@ -78,6 +78,9 @@ typedef struct zr_verify_report {
     zr_problem *problems;
 } zr_verify_report;
 
+int zr_version(void);
+const char *zr_version_string(void);
+
 const char *zr_strerror(int code);
 const char *zr_last_error(void);
 int zr_last_error_code(void);
@@ -243,7 +246,8 @@ ZR_LOADER_MAX_THREADS = 256
 # or foreign library, and is reported as such rather than failing later at
 # the first call that happens to need one.
 _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
-             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy")
+             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy",
+             "zr_version_string")
 
 _SONAMES = ("libloaderx.so.0", "libloaderx.so")
 
@@ -346,6 +350,11 @@ def _load(package_dir, environ):
 lib, library_path = _load(os.path.dirname(os.path.abspath(__file__)),
                           os.environ)
 libc = ffi.dlopen(None)
+
+
+def version_string():
+    """The version of the library that was loaded, "MAJOR.MINOR.PATCH"."""
+    return ffi.string(lib.zr_version_string()).decode("ascii")
 
 
 def last_error():
