@@ -146,7 +146,7 @@ static void fill_records(uint8_t *buf, uint64_t first, uint64_t n)
 
 static int write_store(const char *path, int codec)
 {
-    zr_create_opts opts = {.codec = codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec};
     zr_store *s = NULL;
     const uint64_t chunk = 50;
     uint8_t *buf = malloc(chunk * 3 * 224 * 224);
@@ -201,7 +201,8 @@ static int plain_rep(struct plain *p, unsigned nbuf, double *bps)
  * are raised to the resident sizes sampled while its workers still run. */
 static int loader_rep(zr_store *s, unsigned depth, double *bps, long *anon, long *file)
 {
-    zr_loader_opts opts = {.mode = ZR_IID, .batch = LOADER_BATCH, .depth = depth};
+    zr_loader_opts opts = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = LOADER_BATCH,
+                           .depth = depth};
     const char *names[1] = {"image"};
     zr_loader *ld = NULL;
     int rc = zr_loader_create(&ld, &s, names, 1, &opts);

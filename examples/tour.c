@@ -85,7 +85,7 @@ int main(int argc, char **argv)
 
     /* Create both stores and append each as one batch. */
     zr_store *images, *sizes;
-    zr_create_opts zstd = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts zstd = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     uint64_t pair[1] = {2};
     if (zr_ragged_create(&images, images_path, "|u1", &zstd) != 0)
         return fail(images_path, 1);

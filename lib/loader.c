@@ -354,8 +354,13 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
     if (!out || !opts)
         return zr_err(ZR_EINVAL, "zr_loader_create: NULL argument");
     *out = NULL;
+    zr_loader_opts o = ZR_LOADER_OPTS_INIT;
+    int rc = zr_abi_read(&o, sizeof o, opts, ZR_ABI_MIN(zr_loader_opts, mode), "zr_loader_opts");
+    if (rc != 0)
+        return rc;
+    opts = &o;
     uint64_t len = 0;
-    int rc = check_streams(stores, names, nstreams, &len);
+    rc = check_streams(stores, names, nstreams, &len);
     if (rc != 0)
         return rc;
     unsigned depth = opts->depth ? opts->depth : 2;

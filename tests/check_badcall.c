@@ -206,7 +206,7 @@ START_TEST(create_over_an_existing_store_is_refused)
     ck_assert_ptr_null(s);
     ZR_FAIL_CALL(zr_ragged_create(&s, dpath, "<i4", NULL), ZR_EEXIST);
     ZR_FAIL_CALL(zr_dense_create(&s, rpath, "|u1", NULL, 0, NULL), ZR_EEXIST);
-    zr_create_opts z = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts z = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     ZR_FAIL_CALL(zr_ragged_create(&s, rpath, "<f4", &z), ZR_EEXIST);
     zt_assert_unchanged(dpath, dsnap, dlen);
     zt_assert_unchanged(rpath, rsnap, rlen);
@@ -418,15 +418,17 @@ START_TEST(dictionary_codec_without_a_dictionary_is_refused)
     char *path = zt_path("d");
     zr_store *s = (zr_store *)&s;
     const uint8_t dict[64] = {1};
+#define OPTS(...) {.size = sizeof(zr_create_opts), __VA_ARGS__}
     const zr_create_opts bad[] = {
-        {.codec = ZR_CODEC_ZSTD_DICT},
-        {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = 0},
-        {.codec = ZR_CODEC_ZSTD_DICT, .dict = NULL, .dict_len = 64},
-        {.codec = ZR_CODEC_RAW, .dict = dict, .dict_len = 64},
-        {.codec = ZR_CODEC_ZSTD, .dict = dict, .dict_len = 64},
-        {.codec = 3},
-        {.codec = -1},
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT),
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = 0),
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT, .dict = NULL, .dict_len = 64),
+        OPTS(.codec = ZR_CODEC_RAW, .dict = dict, .dict_len = 64),
+        OPTS(.codec = ZR_CODEC_ZSTD, .dict = dict, .dict_len = 64),
+        OPTS(.codec = 3),
+        OPTS(.codec = -1),
     };
+#undef OPTS
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         ZR_FAIL_CALL(zr_dense_create(&s, path, "<f4", NULL, 0, &bad[k]), ZR_EINVAL);
         ck_assert_ptr_null(s);

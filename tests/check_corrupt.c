@@ -31,7 +31,8 @@ static char *make_dense(int codec, uint64_t n)
         ZR_OK_CALL(zr_train_dict_buffer(sample, WIDTH, 1000, ZR_TIER_FAST, &dict, &dict_len));
         free(sample);
     }
-    zr_create_opts opts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec, .dict = dict,
+                           .dict_len = dict_len};
     char *path = zt_path("s");
     zr_store *s;
     ZR_OK_CALL(zr_dense_create(&s, path, "<u4", dense_shape, 1, &opts));
@@ -43,7 +44,7 @@ static char *make_dense(int codec, uint64_t n)
 
 static char *make_ragged(int codec, uint64_t n)
 {
-    zr_create_opts opts = {.codec = codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec};
     char *path = zt_path("r");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i2", &opts));

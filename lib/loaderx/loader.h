@@ -125,9 +125,11 @@ typedef struct zr_batch {
  * call zr_loader_next on its own loader (ZR_EINVAL). Transforms run on several batches at once when threads > 1. */
 typedef int (*zr_transform_fn)(zr_batch *b, void *user);
 
-/* How a loader samples and prefetches. A zeroed struct is not valid:
- * mode and batch must be set. */
+/* How a loader samples and prefetches, a sized struct (loaderx.h). Start
+ * from ZR_LOADER_OPTS_INIT: the defaults are not enough, mode and batch
+ * must be set. */
 typedef struct zr_loader_opts {
+    size_t size;              /* sizeof(zr_loader_opts), as ZR_LOADER_OPTS_INIT sets it */
     int mode;                 /* ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC */
     uint64_t batch;           /* records per batch on this rank */
     uint64_t seed;
@@ -140,6 +142,8 @@ typedef struct zr_loader_opts {
     void *user;                           /* passed to transform and aux_free */
     void (*aux_free)(void *aux, void *user); /* may be NULL */
 } zr_loader_opts;
+
+#define ZR_LOADER_OPTS_INIT {.size = sizeof(zr_loader_opts)}
 
 /* Largest depth and number of worker threads a loader accepts. */
 #define ZR_LOADER_MAX_DEPTH 1024
@@ -166,7 +170,8 @@ typedef struct zr_loader_opts {
  *
  * Errors: ZR_EINVAL (NULL argument, no streams, duplicate name, streams of
  * different lengths, empty streams, a sampler parameter out of range,
- * depth or threads over their limits), ZR_ENOMEM, ZR_EIO (a thread could
+ * depth or threads over their limits, an opts size refused as loaderx.h's
+ * "Sized structs" says), ZR_ENOMEM, ZR_EIO (a thread could
  * not be started). On failure *out is NULL.
  */
 ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char *const *names,

@@ -12,6 +12,10 @@
  *    thread, like errno.
  *  - Handles are opaque and created through out-parameters. Close and free
  *    functions return void and accept NULL.
+ *  - The structs that may gain fields (options, results, reports) begin
+ *    with size_t size, so that a program compiled against one version of
+ *    this header runs against a later library, and the reverse. See "Sized
+ *    structs" below.
  *  - Nothing here prints, exits or aborts on bad input or a corrupt store.
  *  - Everything read from disk is validated before use: a damaged store gives
  *    ZR_ECORRUPT, never a crash or a silently wrong record.
@@ -93,12 +97,39 @@ extern "C" {
 
 typedef struct zr_store zr_store;
 
-/* Options for creating a store. A zeroed struct means raw, no dictionary. */
+/*
+ * Sized structs. A struct a caller passes in (options) or has filled
+ * (results) begins with size_t size, which the caller sets to the struct's
+ * sizeof in the header it was compiled against; the ZR_*_INIT macros do
+ * that and zero every other field:
+ *
+ *     zr_create_opts o = ZR_CREATE_OPTS_INIT;
+ *     o.codec = ZR_CODEC_ZSTD;
+ *
+ * Fields are only ever added at the end, and a field's zero is its
+ * default. So the library accepts a smaller size, from a caller built
+ * against an older header: the fields past it take their defaults, or are
+ * not written. It accepts a larger size, from a newer header, when every
+ * byte past the fields it knows is zero (the newer fields are left at
+ * their defaults), and refuses it with ZR_EINVAL when one is not, since
+ * the caller asked for something this library cannot do. A size too small
+ * to hold the first field after size, 0 in particular, is ZR_EINVAL too.
+ *
+ * A struct the library allocates (zr_verify_report, zr_problem) carries
+ * the size the library gave it: a caller checks that size covers a field
+ * before reading it, in case the library is older than its header.
+ */
+
+/* Options for creating a store. The defaults (every field 0) mean raw, no
+ * dictionary; a NULL opts means the same. */
 typedef struct zr_create_opts {
+    size_t size;       /* sizeof(zr_create_opts), as ZR_CREATE_OPTS_INIT sets it */
     int codec;         /* ZR_CODEC_* */
     const void *dict;  /* ZR_CODEC_ZSTD_DICT only: the trained dictionary */
     size_t dict_len;   /* its size in bytes; must be > 0 for zstd_dict */
 } zr_create_opts;
+
+#define ZR_CREATE_OPTS_INIT {.size = sizeof(zr_create_opts)}
 
 /* One Ragged record to append: its bytes and its shape (host order). */
 typedef struct zr_rec {
@@ -163,10 +194,12 @@ ZR_API int64_t zr_dtype_itemsize(const char *dtype);
 /* Create a new Dense store at path whose records all have the given dtype
  * and item shape (ndim may be 0 for scalar records). path must be a new
  * folder (missing parent folders are created) or an empty one: a store has
- * its folder to itself. The store is returned open read-write.
+ * its folder to itself. The store is returned open read-write. opts may
+ * be NULL for the defaults.
  * Errors: ZR_EEXIST (path holds a store, holds other files, or is not a
- * folder), ZR_EINVAL (empty path, bad dtype,
- * zero dimension, bad codec, zstd_dict without a dictionary), ZR_ETOOBIG
+ * folder), ZR_EINVAL (empty path, bad dtype, zero dimension, bad codec,
+ * zstd_dict without a dictionary, an opts size refused as "Sized structs"
+ * says), ZR_ETOOBIG
  * (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO, ZR_ENOSPC,
  * ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
 ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
@@ -305,6 +338,7 @@ ZR_API void zr_set_progress(zr_store *s, zr_progress_fn fn, void *user);
 
 /* Space accounting of a store. */
 typedef struct zr_stats {
+    size_t size;          /* set by the caller: sizeof(zr_store_stats) */
     uint64_t records;     /* committed records */
     uint64_t live_bytes;  /* stored bytes of live records */
     uint64_t chunk_bytes; /* bytes held by chunk files */
@@ -313,8 +347,12 @@ typedef struct zr_stats {
     uint64_t dict_bytes;  /* size of dict.zr, 0 without one */
 } zr_store_stats;
 
-/* Fill *st. Reads the whole record table (O(records)). Errors:
- * ZR_ECORRUPT, ZR_EINVAL. Thread rules: as a gather. */
+#define ZR_STORE_STATS_INIT {.size = sizeof(zr_store_stats)}
+
+/* Fill the fields of *st that st->size covers (set it first, with
+ * ZR_STORE_STATS_INIT). Reads the whole record table (O(records)).
+ * Errors: ZR_ECORRUPT, ZR_EINVAL (also a size refused as "Sized structs"
+ * says). Thread rules: as a gather. */
 ZR_API int zr_stats(zr_store *s, zr_store_stats *st);
 
 /* Delete the records idx[0..n) by swap-last: the batch is applied in
@@ -328,31 +366,41 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
 
 /* What a compaction did. */
 typedef struct zr_compact_result {
+    size_t size;           /* set by the caller: sizeof(zr_compact_result) */
     uint64_t records_moved;
     uint64_t bytes_before; /* chunk bytes before */
     uint64_t bytes_after;  /* chunk bytes after */
 } zr_compact_result;
 
+#define ZR_COMPACT_RESULT_INIT {.size = sizeof(zr_compact_result)}
+
 /* Rewrite the live records in place in physical order so that the chunks
  * hold no garbage, then remove surplus chunks and table segments. A record
  * never moves to a higher address, so an interrupted compaction leaves a
- * valid store and running it again finishes the work. res may be NULL.
+ * valid store and running it again finishes the work. res may be NULL;
+ * otherwise the fields res->size covers are filled (set it first, with
+ * ZR_COMPACT_RESULT_INIT), and a size refused as "Sized structs" says
+ * gives ZR_EINVAL before anything moves.
  * Errors: ZR_EROFS, ZR_EBUSY (as zr_sync), ZR_ECORRUPT, ZR_EIO, ZR_ENOSPC,
- * ZR_ENOMEM. Thread rules: as zr_delete. */
+ * ZR_ENOMEM, ZR_EINVAL. Thread rules: as zr_delete. */
 ZR_API int zr_compact(zr_store *s, zr_compact_result *res);
 
 /* One problem found by zr_verify. */
 typedef struct zr_problem {
+    size_t size;      /* set by the library: the sizeof it knows */
     char file[64];    /* e.g. "0.loc", "3.chunk", "meta.zr" */
     uint64_t entry;   /* record index, or UINT64_MAX when not about a record */
     char what[192];   /* what is wrong */
 } zr_problem;
 
+/* What zr_verify found. The problems it lists are read through
+ * zr_verify_problem, which steps through them by the library's sizeof,
+ * whatever the caller's. */
 typedef struct zr_verify_report {
+    size_t size;            /* set by the library: the sizeof it knows */
     uint64_t records_checked;
     uint64_t nproblems;     /* problems found */
-    size_t nlisted;         /* problems listed below (at most 1000) */
-    zr_problem *problems;
+    size_t nlisted;         /* problems listed (at most 1000) */
 } zr_verify_report;
 
 /* Scan the whole store: every table entry in bounds, every record decodes
@@ -363,6 +411,10 @@ typedef struct zr_verify_report {
  * code when the scan itself could not run. Thread rules: as a gather. */
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out);
 ZR_API void zr_verify_report_free(zr_verify_report *r);
+
+/* Listed problem k of r (k < r->nlisted), or NULL for a NULL r or a k out
+ * of range. Valid until zr_verify_report_free. Thread-safe. */
+ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
 
 /* ---- Dictionary training --------------------------------------------- */
 

@@ -32,6 +32,7 @@ CDEF = r"""
 typedef struct zr_store zr_store;
 
 typedef struct zr_create_opts {
+    size_t size;
     int codec;
     const void *dict;
     size_t dict_len;
@@ -51,6 +52,7 @@ typedef struct zr_view {
 } zr_view;
 
 typedef struct zr_stats {
+    size_t size;
     uint64_t records;
     uint64_t live_bytes;
     uint64_t chunk_bytes;
@@ -60,22 +62,24 @@ typedef struct zr_stats {
 } zr_store_stats;
 
 typedef struct zr_compact_result {
+    size_t size;
     uint64_t records_moved;
     uint64_t bytes_before;
     uint64_t bytes_after;
 } zr_compact_result;
 
 typedef struct zr_problem {
+    size_t size;
     char file[64];
     uint64_t entry;
     char what[192];
 } zr_problem;
 
 typedef struct zr_verify_report {
+    size_t size;
     uint64_t records_checked;
     uint64_t nproblems;
     size_t nlisted;
-    zr_problem *problems;
 } zr_verify_report;
 
 int zr_version(void);
@@ -121,6 +125,7 @@ int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
 int zr_compact(zr_store *s, zr_compact_result *res);
 int zr_verify(zr_store *s, zr_verify_report **out);
 void zr_verify_report_free(zr_verify_report *r);
+const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
 
 int zr_train_dict_buffer(const void *buf, size_t width, size_t n, int tier,
                          void **dict, size_t *dict_len);
@@ -171,6 +176,7 @@ typedef struct zr_batch {
 typedef int (*zr_transform_fn)(zr_batch *b, void *user);
 
 typedef struct zr_loader_opts {
+    size_t size;
     int mode;
     uint64_t batch;
     uint64_t seed;
@@ -350,6 +356,14 @@ def _load(package_dir, environ):
 lib, library_path = _load(os.path.dirname(os.path.abspath(__file__)),
                           os.environ)
 libc = ffi.dlopen(None)
+
+
+def new_sized(ctype):
+    """A zeroed struct of ctype (a sized struct of loaderx.h) whose size
+    field says it is this binding's declaration of it."""
+    p = ffi.new(ctype + " *")
+    p.size = ffi.sizeof(ctype)
+    return p
 
 
 def version_string():

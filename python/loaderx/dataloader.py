@@ -345,7 +345,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
-        opts = ffi.new("zr_loader_opts *")
+        opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
         opts.batch = int(batch_size)
         opts.seed = int(seed)
