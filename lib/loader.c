@@ -26,6 +26,7 @@
 
 #include "internal.h"
 #include "io.h"
+#include "sampler.h"
 
 #define MSG_MAX 512
 /* Batch buffers are aligned for vector loads in transforms. */
@@ -369,8 +370,8 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
         return zr_err(ZR_EINVAL, "depth %u or threads %u over the limits %d and %d", depth,
                       nthreads, ZR_LOADER_MAX_DEPTH, ZR_LOADER_MAX_THREADS);
     zr_sampler sm;
-    rc = zr_sampler_init(&sm, len, opts->batch, opts->mode, opts->seed, opts->rank,
-                         opts->world ? opts->world : 1);
+    rc = zr_sampler_setup(&sm, len, opts->batch, opts->mode, opts->seed, opts->rank,
+                          opts->world ? opts->world : 1);
     if (rc != 0)
         return rc;
     /* Every per-record array of a slot must be addressable. */

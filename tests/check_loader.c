@@ -115,10 +115,12 @@ static void teardown(struct fixture *f)
  * every Ragged view equal to a direct gather's view and to the record. */
 static void check_batch(const zr_batch *b, const zr_sampler *sm)
 {
-    uint64_t *idx = malloc(sm->batch * sizeof *idx);
+    zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+    ZR_OK_CALL(zr_sampler_get_info(sm, &info));
+    uint64_t *idx = malloc(info.batch * sizeof *idx);
     ZR_OK_CALL(zr_sampler_batch(sm, b->step, idx));
-    ck_assert_uint_eq(b->size, sm->batch);
-    ck_assert_mem_eq(b->indices, idx, sm->batch * sizeof *idx);
+    ck_assert_uint_eq(b->size, info.batch);
+    ck_assert_mem_eq(b->indices, idx, info.batch * sizeof *idx);
     for (size_t k = 0; k < b->nstreams; k++) {
         const zr_column *c = &b->streams[k];
         ck_assert_uint_eq(((uintptr_t)c->data) % 64, 0);
@@ -178,7 +180,9 @@ START_TEST(batches_equal_direct_gathers_at_every_depth_and_thread_count)
                                     .seed = 9, .depth = depths[d], .threads = threads[t]};
                 zr_loader *ld = open_loader(&f, &o);
                 const zr_sampler *sm = zr_loader_sampler(ld);
-                ck_assert_uint_eq(sm->n, NREC);
+                zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+                ZR_OK_CALL(zr_sampler_get_info(sm, &info));
+                ck_assert_uint_eq(info.n, NREC);
                 for (uint64_t s = 0; s < 25; s++) {
                     zr_batch *b;
                     ZR_OK_CALL(zr_loader_next(ld, &b));
@@ -687,13 +691,13 @@ START_TEST(ranks_in_separate_processes_cover_each_cycle_once)
         ck_assert_uint_eq(have, sizeof got[r]);
         close(fds[r][0]);
     }
-    zr_sampler global;
-    ZR_OK_CALL(zr_sampler_init(&global, NREC, SHARD * WORLD, ZR_CYCLIC, 31, 0, 1));
+    zr_sampler *global;
+    ZR_OK_CALL(zr_sampler_create(&global, NREC, SHARD * WORLD, ZR_CYCLIC, 31, 0, 1));
     for (int c = 0; c < 2; c++) {
         int count[NREC] = {0};
         for (int s = c * 10; s < c * 10 + 10; s++) {
             uint64_t want[SHARD * WORLD];
-            ZR_OK_CALL(zr_sampler_batch(&global, (uint64_t)s, want));
+            ZR_OK_CALL(zr_sampler_batch(global, (uint64_t)s, want));
             for (uint32_t r = 0; r < WORLD; r++)
                 for (int i = 0; i < SHARD; i++) {
                     ck_assert_uint_eq(got[r][s][i], want[r * SHARD + i]);
@@ -703,6 +707,7 @@ START_TEST(ranks_in_separate_processes_cover_each_cycle_once)
         for (int i = 0; i < NREC; i++)
             ck_assert_int_eq(count[i], 1);
     }
+    zr_sampler_free(global);
     teardown(&f);
 }
 END_TEST

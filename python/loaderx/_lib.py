@@ -135,7 +135,10 @@ int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len);
 int zr_tier_sizes(int tier, size_t *dict_bytes, size_t *sample_bytes);
 int zr_threads(void);
 
-typedef struct zr_sampler {
+typedef struct zr_sampler zr_sampler;
+
+typedef struct zr_sampler_info {
+    size_t size;
     uint64_t n;
     uint64_t batch;
     uint64_t global;
@@ -144,13 +147,13 @@ typedef struct zr_sampler {
     uint32_t rank;
     uint32_t world;
     int mode;
-    uint32_t bits;
-    uint64_t key;
-} zr_sampler;
+} zr_sampler_info;
 
-int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
-                    uint64_t seed, uint32_t rank, uint32_t world);
+int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
+                      uint64_t seed, uint32_t rank, uint32_t world);
+void zr_sampler_free(zr_sampler *sm);
 int zr_sampler_batch(const zr_sampler *sm, uint64_t step, uint64_t *out);
+int zr_sampler_get_info(const zr_sampler *sm, zr_sampler_info *info);
 
 typedef struct zr_loader zr_loader;
 
