@@ -32,7 +32,7 @@ int zr_abi_check(const void *p, size_t known, size_t min, const char *what, size
         if (((const unsigned char *)p)[k] != 0)
             return zr_err(ZR_EINVAL,
                           "%s: byte %zu of its %zu is set, past the %zu this library "
-                          "knows: it is older than the caller's header",
+                          "knows (the caller's header is newer than the library)",
                           what, k, size, known);
     *n = ZR_MIN(size, known);
     return 0;

@@ -184,8 +184,8 @@ typedef struct zr_loader_opts {
  * Errors: ZR_EINVAL (NULL argument, no streams, duplicate name, streams of
  * different lengths, empty streams, a sampler parameter out of range,
  * depth or threads over their limits, an opts size refused as loaderx.h's
- * "Sized structs" says), ZR_ENOMEM, ZR_EIO (a thread could
- * not be started). On failure *out is NULL.
+ * "Sized structs" says), ZR_ENOMEM, ZR_EIO (a thread could not be
+ * started). On failure *out is NULL.
  */
 ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char *const *names,
                             size_t nstreams, const zr_loader_opts *opts);

@@ -14,8 +14,8 @@
  *    functions return void and accept NULL.
  *  - The structs that may gain fields (options, results, reports) begin
  *    with size_t size, so that a program compiled against one version of
- *    this header runs against a later library, and the reverse. See "Sized
- *    structs" below.
+ *    this header runs against a later library, and against an earlier one
+ *    while it leaves the newer fields at zero. See "Sized structs" below.
  *  - Nothing here prints, exits or aborts on bad input or a corrupt store.
  *  - Everything read from disk is validated before use: a damaged store gives
  *    ZR_ECORRUPT, never a crash or a silently wrong record.
@@ -163,8 +163,9 @@ ZR_API const char *zr_strerror(int code);
  * wrong, naming the file, the entry and the detail, without the code's
  * name (zr_last_error_code and zr_strerror give that), e.g. "data/0.loc
  * entry 7 (record 7): entry is out of bounds or inconsistent". A failure
- * without more to say gives the meaning of its code ("store is corrupt"). Valid until
- * this thread's next failing call. Never NULL (empty before any failure). */
+ * without more to say gives the meaning of its code ("store is corrupt").
+ * Valid until this thread's next failing call. Never NULL (empty before
+ * any failure). */
 ZR_API const char *zr_last_error(void);
 
 /* The code of the failure zr_last_error describes: ZR_OK before any
@@ -199,9 +200,8 @@ ZR_API int64_t zr_dtype_itemsize(const char *dtype);
  * Errors: ZR_EEXIST (path holds a store, holds other files, or is not a
  * folder), ZR_EINVAL (empty path, bad dtype, zero dimension, bad codec,
  * zstd_dict without a dictionary, an opts size refused as "Sized structs"
- * says), ZR_ETOOBIG
- * (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO, ZR_ENOSPC,
- * ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
+ * says), ZR_ETOOBIG (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO,
+ * ZR_ENOSPC, ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
 ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
                            const uint64_t *item_shape, uint32_t ndim,
                            const zr_create_opts *opts);
