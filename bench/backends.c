@@ -302,7 +302,7 @@ static int zr_fail(const char *what, int rc)
 static int zrec_write(struct backend *b, const struct workload *w)
 {
     struct zrec *z = b->state;
-    zr_create_opts opts = {.codec = z->codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = z->codec};
     void *dict = NULL;
     zr_rec *recs = NULL;
     zr_store *s = NULL;

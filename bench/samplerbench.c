@@ -98,20 +98,22 @@ static int fail(const char *what, int rc)
  * repetitions so that no two repetitions draw the same batches. */
 static int bench_sampler(int mode, const char *name, uint64_t batch)
 {
-    zr_sampler sm;
-    int rc = zr_sampler_init(&sm, SPACE, batch, mode, 0, 0, 1);
+    zr_sampler *sm;
+    int rc = zr_sampler_create(&sm, SPACE, batch, mode, 0, 0, 1);
     if (rc != 0)
-        return fail("zr_sampler_init", rc);
+        return fail("zr_sampler_create", rc);
     uint64_t *out = malloc(batch * sizeof *out);
-    if (!out)
+    if (!out) {
+        zr_sampler_free(sm);
         return fail("malloc", ZR_ENOMEM);
+    }
     uint64_t steps = (4u << 20) / batch;
     uint64_t step = 0, sink = 0;
     double ns[REPS];
     for (int r = 0; r < REPS; r++) {
         double t0 = now_ns();
         for (uint64_t k = 0; k < steps; k++, step++) {
-            zr_sampler_batch(&sm, step, out);
+            zr_sampler_batch(sm, step, out);
             sink += out[batch - 1];
         }
         ns[r] = (now_ns() - t0) / (double)(steps * batch);
@@ -121,6 +123,7 @@ static int bench_sampler(int mode, const char *name, uint64_t batch)
      * to stderr so the report does not depend on it. */
     fprintf(stderr, "sink %llu\n", (unsigned long long)sink);
     free(out);
+    zr_sampler_free(sm);
     return 0;
 }
 
@@ -146,7 +149,7 @@ static void fill_records(uint8_t *buf, uint64_t first, uint64_t n)
 
 static int write_store(const char *path, int codec)
 {
-    zr_create_opts opts = {.codec = codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec};
     zr_store *s = NULL;
     const uint64_t chunk = 50;
     uint8_t *buf = malloc(chunk * 3 * 224 * 224);
@@ -165,7 +168,7 @@ static int write_store(const char *path, int codec)
 /* The baseline: what a caller would write without the loader. */
 struct plain {
     zr_store *s;
-    zr_sampler sm;
+    zr_sampler *sm;
     uint64_t step;
 };
 
@@ -185,7 +188,7 @@ static int plain_rep(struct plain *p, unsigned nbuf, double *bps)
         t0 = t = now_ns();
         for (k = 0; rc == 0 && (warm ? k < nbuf : t - t0 < LOADER_REP_NS);
              k++, p->step++, t = now_ns()) {
-            rc = zr_sampler_batch(&p->sm, p->step, idx);
+            rc = zr_sampler_batch(p->sm, p->step, idx);
             if (rc == 0)
                 rc = zr_gather_dense(p->s, idx, LOADER_BATCH, dst + (k % nbuf) * bytes);
         }
@@ -201,7 +204,8 @@ static int plain_rep(struct plain *p, unsigned nbuf, double *bps)
  * are raised to the resident sizes sampled while its workers still run. */
 static int loader_rep(zr_store *s, unsigned depth, double *bps, long *anon, long *file)
 {
-    zr_loader_opts opts = {.mode = ZR_IID, .batch = LOADER_BATCH, .depth = depth};
+    zr_loader_opts opts = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = LOADER_BATCH,
+                           .depth = depth};
     const char *names[1] = {"image"};
     zr_loader *ld = NULL;
     int rc = zr_loader_create(&ld, &s, names, 1, &opts);
@@ -238,9 +242,9 @@ static int bench_loader_rounds(zr_store *s, const char *codec)
     struct plain p = {.s = s};
     double plain_bps[LOADER_REPS], plain2_bps[LOADER_REPS], ld_bps[2][LOADER_REPS], warm;
     long plain_rss = 0, ld_rss[2] = {0, 0}, anon[2] = {0, 0}, file[2] = {0, 0};
-    int rc = zr_sampler_init(&p.sm, zr_len(s), LOADER_BATCH, ZR_IID, 0, 0, 1);
+    int rc = zr_sampler_create(&p.sm, zr_len(s), LOADER_BATCH, ZR_IID, 0, 0, 1);
     if (rc != 0)
-        return fail("zr_sampler_init", rc);
+        return fail("zr_sampler_create", rc);
     /* Untimed: warms the page cache and the thread pool. */
     if (rc == 0)
         rc = plain_rep(&p, 1, &warm);
@@ -256,6 +260,7 @@ static int bench_loader_rounds(zr_store *s, const char *codec)
                 ld_rss[d] = peak_rss_kib();
         }
     }
+    zr_sampler_free(p.sm);
     if (rc != 0)
         return rc;
     printf("plain %s %.3f %ld\n", codec, median(plain_bps, LOADER_REPS), plain_rss);

@@ -14,10 +14,10 @@
 
 #define BATCH 8
 
+/* The message says what went wrong; zr_strerror names the code. */
 static int fail(const char *what, int rc)
 {
-    fprintf(stderr, "tour: %s: %s\n", what, zr_last_error());
-    (void)rc;
+    fprintf(stderr, "tour: %s: %s (%s)\n", what, zr_last_error(), zr_strerror(rc));
     return 1;
 }
 
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
 
     /* Create both stores and append each as one batch. */
     zr_store *images, *sizes;
-    zr_create_opts zstd = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts zstd = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     uint64_t pair[1] = {2};
     if (zr_ragged_create(&images, images_path, "|u1", &zstd) != 0)
         return fail(images_path, 1);

@@ -116,7 +116,7 @@ static int build_stats(struct zfs_store *st, char **out, size_t *len)
     }
     add(&t, ", \"codec\": ");
     add_json_string(&t, zr_codec_name(zr_codec(zs)));
-    zr_store_stats ss;
+    zr_store_stats ss = ZR_STORE_STATS_INIT;
     int zrc = zr_stats(zs, &ss);
     if (zrc != 0) {
         fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .stats: %s\n", st->path, zr_last_error());
@@ -247,7 +247,7 @@ int zfs_compact_run(struct zfs_fs *fs, struct zfs_handle *h)
         return -EROFS;
     if (!st->zs)
         return -EIO;
-    zr_compact_result res;
+    zr_compact_result res = ZR_COMPACT_RESULT_INIT;
     struct text t = {0};
     pthread_rwlock_wrlock(&st->lock);
     int zrc = zr_compact(st->zs, &res);

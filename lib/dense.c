@@ -46,10 +46,13 @@ ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
         return zr_err(ZR_EINVAL, "zr_dense_create: NULL argument");
     *out = NULL;
     struct zr_identity id;
+    zr_create_opts o;
     int rc = check_identity_args(dtype, item_shape, ndim, &id);
+    if (rc == 0)
+        rc = zr_create_opts_read(opts, &o);
     if (rc != 0)
         return rc;
-    return zr_engine_create(out, path, &id, opts);
+    return zr_engine_create(out, path, &id, &o);
 }
 
 ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_shape,

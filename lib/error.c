@@ -1,9 +1,11 @@
 /*
- * error.c: the status codes' names and the per-thread last-error message.
+ * error.c: the status codes' names and the per-thread last error.
  *
  * Messages are per thread (like errno) because gathers run from many
  * threads on one handle; a handle-wide message would be overwritten by a
- * neighbour before its caller could read it.
+ * neighbour before its caller could read it. A message says what went
+ * wrong without the code's name, which travels beside it as a number, so
+ * a caller that shows the message need not take it apart.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #define ZR_ERRMSG_MAX 512
 
 static _Thread_local char last_error[ZR_ERRMSG_MAX];
+static _Thread_local int last_code;
 
 ZR_API const char *zr_strerror(int code)
 {
@@ -45,22 +48,42 @@ ZR_API const char *zr_last_error(void)
     return last_error;
 }
 
+ZR_API int zr_last_error_code(void)
+{
+    return last_code;
+}
+
+/* The meaning of a code without its name: the text after "ZR_E...: ". */
+static const char *meaning(int code)
+{
+    const char *text = zr_strerror(code);
+    const char *colon = strstr(text, ": ");
+    return colon ? colon + 2 : text;
+}
+
+/* Set the message to the formatted detail followed by ": suffix" (either
+ * may be absent), or to the code's meaning when there is neither. It is
+ * built apart and copied in, because a caller may pass zr_last_error()
+ * itself as an argument of the detail. */
 static int vset(int code, const char *suffix, const char *fmt, va_list ap)
 {
-    int n = snprintf(last_error, sizeof last_error, "%s", zr_strerror(code));
-    if (n < 0 || (size_t)n >= sizeof last_error)
-        return code;
+    char msg[ZR_ERRMSG_MAX] = "";
+    int n = 0;
     if (fmt && *fmt) {
-        int m = snprintf(last_error + n, sizeof last_error - (size_t)n, ": ");
-        if (m > 0 && (size_t)(n + m) < sizeof last_error) {
-            n += m;
-            m = vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
-            if (m > 0)
-                n = (size_t)(n + m) < sizeof last_error ? n + m : (int)sizeof last_error - 1;
+        n = vsnprintf(msg, sizeof msg, fmt, ap);
+        if (n < 0) {
+            msg[0] = '\0';
+            n = 0;
+        } else if ((size_t)n >= sizeof msg) {
+            n = (int)sizeof msg - 1;
         }
     }
-    if (suffix && (size_t)n < sizeof last_error)
-        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", suffix);
+    if (suffix)
+        snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", n ? ": " : "", suffix);
+    else if (n == 0)
+        snprintf(msg, sizeof msg, "%s", meaning(code));
+    memcpy(last_error, msg, sizeof last_error);
+    last_code = code;
     return code;
 }
 
@@ -91,6 +114,6 @@ int zr_err_sys(int errnum, const char *fmt, ...)
 
 void zr_err_restore(int code, const char *msg)
 {
-    (void)code;
+    last_code = code;
     snprintf(last_error, sizeof last_error, "%s", msg);
 }

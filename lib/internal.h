@@ -30,6 +30,29 @@ int zr_err_sys(int errnum, const char *fmt, ...) __attribute__((format(printf, 2
 /* Copy a message produced on another thread into this thread's slot. */
 void zr_err_restore(int code, const char *msg);
 
+/* Sized structs (loaderx.h): the smallest size a caller may give struct T,
+ * one that holds its first field after size. */
+#define ZR_ABI_MIN(T, first) (offsetof(T, first) + sizeof(((T *)0)->first))
+
+/* Check the size a caller gave the sized struct at p, of which this
+ * library knows `known` bytes: ZR_EINVAL (naming what) if it is below min,
+ * or above known with a byte past known set. Otherwise *n receives the
+ * bytes both sides know, the smaller of the two sizes. */
+int zr_abi_check(const void *p, size_t known, size_t min, const char *what, size_t *n);
+
+/* Read a caller's sized struct src into *dst, which holds the defaults of
+ * all known bytes: the bytes both sides know are copied and dst's size
+ * becomes known. Errors as zr_abi_check. */
+int zr_abi_read(void *dst, size_t known, const void *src, size_t min, const char *what);
+
+/* A caller's creation options (NULL for the defaults) as this library's
+ * struct. Errors as zr_abi_check. */
+int zr_create_opts_read(const zr_create_opts *opts, zr_create_opts *out);
+
+/* Write the library's struct src into a caller's dst, the n bytes
+ * zr_abi_check gave, leaving the caller's size as it set it. */
+void zr_abi_write(void *dst, const void *src, size_t n);
+
 static inline uint32_t zr_load32(const void *p)
 {
     const uint8_t *b = p;

@@ -26,6 +26,7 @@
 
 #include "internal.h"
 #include "io.h"
+#include "sampler.h"
 
 #define MSG_MAX 512
 /* Batch buffers are aligned for vector loads in transforms. */
@@ -233,18 +234,10 @@ static int gather_ragged(const struct stream *st, struct slot *sl, size_t k)
 }
 
 /* Prefix the message a failed call left on this thread with where it
- * happened, dropping the code's own text, which zr_err puts back. */
+ * happened (zr_err may be given that message as an argument). */
 static int annotate(int rc, const char *stream, uint64_t step)
 {
-    char prev[MSG_MAX];
-    snprintf(prev, sizeof prev, "%s", zr_last_error());
-    const char *detail = prev;
-    size_t head = strlen(zr_strerror(rc));
-    if (strncmp(prev, zr_strerror(rc), head) == 0) {
-        detail = prev + head;
-        if (detail[0] == ':' && detail[1] == ' ')
-            detail += 2;
-    }
+    const char *detail = zr_last_error();
     if (stream)
         return zr_err(rc, "stream '%s', step %llu%s%s", stream, (unsigned long long)step,
                       *detail ? ": " : "", detail);
@@ -362,8 +355,13 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
     if (!out || !opts)
         return zr_err(ZR_EINVAL, "zr_loader_create: NULL argument");
     *out = NULL;
+    zr_loader_opts o = ZR_LOADER_OPTS_INIT;
+    int rc = zr_abi_read(&o, sizeof o, opts, ZR_ABI_MIN(zr_loader_opts, mode), "zr_loader_opts");
+    if (rc != 0)
+        return rc;
+    opts = &o;
     uint64_t len = 0;
-    int rc = check_streams(stores, names, nstreams, &len);
+    rc = check_streams(stores, names, nstreams, &len);
     if (rc != 0)
         return rc;
     unsigned depth = opts->depth ? opts->depth : 2;
@@ -372,8 +370,8 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
         return zr_err(ZR_EINVAL, "depth %u or threads %u over the limits %d and %d", depth,
                       nthreads, ZR_LOADER_MAX_DEPTH, ZR_LOADER_MAX_THREADS);
     zr_sampler sm;
-    rc = zr_sampler_init(&sm, len, opts->batch, opts->mode, opts->seed, opts->rank,
-                         opts->world ? opts->world : 1);
+    rc = zr_sampler_setup(&sm, len, opts->batch, opts->mode, opts->seed, opts->rank,
+                          opts->world ? opts->world : 1);
     if (rc != 0)
         return rc;
     /* Every per-record array of a slot must be addressable. */

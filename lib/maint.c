@@ -90,11 +90,10 @@ static int begin(zr_store *s, const char *op)
     return zr_engine_writer(s, op);
 }
 
-ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
+/* The whole of zr_stats, into the library's own struct. */
+static int stats(zr_store *s, zr_store_stats *st)
 {
-    if (!s || !st)
-        return zr_err(ZR_EINVAL, "zr_stats: NULL argument");
-    memset(st, 0, sizeof *st);
+    *st = (zr_store_stats)ZR_STORE_STATS_INIT;
     uint64_t len = zr_len(s);
     int mrc = zr_ensure_mapped(s);
     if (mrc != 0)
@@ -120,6 +119,21 @@ ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
     st->codec = s->codec;
     st->dict_bytes = s->dict_len;
     return 0;
+}
+
+ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
+{
+    if (!s || !st)
+        return zr_err(ZR_EINVAL, "zr_stats: NULL argument");
+    size_t n;
+    int rc = zr_abi_check(st, sizeof *st, ZR_ABI_MIN(zr_store_stats, records), "zr_store_stats",
+                          &n);
+    zr_store_stats full;
+    if (rc == 0)
+        rc = stats(s, &full);
+    if (rc == 0)
+        zr_abi_write(st, &full, n);
+    return rc;
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -348,12 +362,16 @@ static int trim_files(zr_store *s, const uint64_t *ends)
 static uint64_t chunk_bytes(zr_store *s)
 {
     zr_store_stats st;
-    return zr_stats(s, &st) == 0 ? st.chunk_bytes : 0;
+    return stats(s, &st) == 0 ? st.chunk_bytes : 0;
 }
 
 ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
 {
+    size_t nres = 0;
     int rc = begin(s, "zr_compact");
+    if (rc == 0 && res)
+        rc = zr_abi_check(res, sizeof *res, ZR_ABI_MIN(zr_compact_result, records_moved),
+                          "zr_compact_result", &nres);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&s->append_lock);
@@ -361,7 +379,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     struct live *v = NULL;
     uint64_t *ends = NULL; /* where the packed records of each chunk end */
     struct batch b = {0};
-    zr_compact_result r = {0};
+    zr_compact_result r = ZR_COMPACT_RESULT_INIT;
     if (len > SIZE_MAX / sizeof *v)
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
     if (rc == 0)
@@ -454,7 +472,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         zr_report(s, len, len);
     }
     if (res)
-        *res = r;
+        zr_abi_write(res, &r, nres);
     zr_free(v);
     zr_free(ends);
     zr_free(b.e);

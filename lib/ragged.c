@@ -25,7 +25,11 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
         return zr_err(ZR_ETOOBIG, "no record of dtype '%s' fits in 2 GiB", dtype);
     struct zr_identity id = {.kind = ZR_RAGGED, .itemsize = (uint64_t)itemsize};
     snprintf(id.dtype, sizeof id.dtype, "%s", dtype);
-    return zr_engine_create(out, path, &id, opts);
+    zr_create_opts o;
+    int rc = zr_create_opts_read(opts, &o);
+    if (rc != 0)
+        return rc;
+    return zr_engine_create(out, path, &id, &o);
 }
 
 ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,

@@ -12,6 +12,9 @@
  * or the input of a keyed permutation (cyclic), instead of advancing a
  * generator. Positions are global (rank * batch + offset) so the shards of
  * all ranks are slices of one global batch.
+ *
+ * The state is opaque to callers, so the derived key and permutation width
+ * can only be what zr_sampler_setup computed.
  */
 #include "sampler.h"
 
@@ -40,11 +43,9 @@ static bool mode_ok(int mode)
     return mode == ZR_SEQUENTIAL || mode == ZR_IID || mode == ZR_CYCLIC;
 }
 
-ZR_API int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
-                           uint64_t seed, uint32_t rank, uint32_t world)
+int zr_sampler_setup(zr_sampler *sm, uint64_t n, uint64_t batch, int mode, uint64_t seed,
+                     uint32_t rank, uint32_t world)
 {
-    if (!sm)
-        return zr_err(ZR_EINVAL, "zr_sampler_init: NULL sampler");
     memset(sm, 0, sizeof *sm);
     if (!mode_ok(mode))
         return zr_err(ZR_EINVAL, "sampler mode %d is not ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC", mode);
@@ -71,6 +72,53 @@ ZR_API int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
     sm->mode = mode;
     sm->bits = bits;
     sm->key = mix64(seed ^ TAG_KEY);
+    return 0;
+}
+
+ZR_API int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
+                             uint64_t seed, uint32_t rank, uint32_t world)
+{
+    if (!out)
+        return zr_err(ZR_EINVAL, "zr_sampler_create: NULL argument");
+    *out = NULL;
+    zr_sampler *sm = zr_malloc(sizeof *sm);
+    if (!sm)
+        return zr_err(ZR_ENOMEM, "allocating a sampler");
+    int rc = zr_sampler_setup(sm, n, batch, mode, seed, rank, world);
+    if (rc != 0) {
+        zr_free(sm);
+        return rc;
+    }
+    *out = sm;
+    return 0;
+}
+
+ZR_API void zr_sampler_free(zr_sampler *sm)
+{
+    zr_free(sm);
+}
+
+ZR_API int zr_sampler_get_info(const zr_sampler *sm, zr_sampler_info *info)
+{
+    if (!sm || !info)
+        return zr_err(ZR_EINVAL, "zr_sampler_get_info: NULL argument");
+    size_t n;
+    int rc = zr_abi_check(info, sizeof *info, ZR_ABI_MIN(zr_sampler_info, n), "zr_sampler_info",
+                          &n);
+    if (rc != 0)
+        return rc;
+    zr_sampler_info full = {
+        .size = sizeof full,
+        .n = sm->n,
+        .batch = sm->batch,
+        .global = sm->global,
+        .per_cycle = sm->per_cycle,
+        .seed = sm->seed,
+        .rank = sm->rank,
+        .world = sm->world,
+        .mode = sm->mode,
+    };
+    zr_abi_write(info, &full, n);
     return 0;
 }
 
@@ -261,24 +309,11 @@ static void fill_cyclic(const zr_sampler *sm, uint64_t step, uint64_t *out)
         out[i] = walk(&f, feistel_apply(&f, pos0 + i), sm->n);
 }
 
-/* A sampler passed in must be one zr_sampler_init produced; a zeroed or
- * hand-edited struct is refused rather than dividing by zero. */
-static bool sampler_ok(const zr_sampler *sm)
-{
-    uint64_t global;
-    return mode_ok(sm->mode) && sm->n >= 1 && sm->n <= ZR_SAMPLER_MAX_N && sm->batch >= 1 &&
-           sm->world >= 1 && sm->rank < sm->world && zr_mul_ok(sm->batch, sm->world, &global) &&
-           global == sm->global && global <= sm->n && sm->bits >= 2 && sm->bits <= 63 &&
-           (sm->mode != ZR_CYCLIC || sm->per_cycle == sm->n / global);
-}
-
 int zr_sampler_batch_counted(const zr_sampler *sm, uint64_t step, uint64_t *out,
                              uint64_t *rejections)
 {
     if (!sm || !out)
         return zr_err(ZR_EINVAL, "zr_sampler_batch: NULL argument");
-    if (!sampler_ok(sm))
-        return zr_err(ZR_EINVAL, "zr_sampler_batch: the sampler was not set up by zr_sampler_init");
     switch (sm->mode) {
     case ZR_SEQUENTIAL:
         fill_sequential(sm, step, out);

@@ -21,10 +21,18 @@
 #define BLOCK 4096
 #define ROUND 64
 
+/* A report as the library allocates it: the public part, then the list,
+ * which callers reach through zr_verify_problem so that zr_problem may
+ * grow without moving their indexing. */
+struct report {
+    zr_verify_report pub;
+    zr_problem *problems;
+};
+
 struct scan {
     zr_store *s;
     uint64_t len;
-    zr_verify_report *r;
+    struct report *r;
     pthread_mutex_t lock;
     uint8_t *ok; /* per record: 1 when its entry is in bounds */
     size_t first; /* the round's first block */
@@ -36,9 +44,10 @@ static void problem(struct scan *c, const char *file, uint64_t entry, const char
 static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
 {
     pthread_mutex_lock(&c->lock);
-    zr_verify_report *r = c->r;
-    if (r->nlisted < MAX_LISTED) {
-        zr_problem *p = &r->problems[r->nlisted++];
+    struct report *r = c->r;
+    if (r->pub.nlisted < MAX_LISTED) {
+        zr_problem *p = &r->problems[r->pub.nlisted++];
+        p->size = sizeof *p;
         snprintf(p->file, sizeof p->file, "%s", file);
         p->entry = entry;
         va_list ap;
@@ -46,7 +55,7 @@ static void problem(struct scan *c, const char *file, uint64_t entry, const char
         vsnprintf(p->what, sizeof p->what, fmt, ap);
         va_end(ap);
     }
-    r->nproblems++;
+    r->pub.nproblems++;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -196,12 +205,20 @@ static void check_overlaps(struct scan *c)
     zr_free(v);
 }
 
-ZR_API void zr_verify_report_free(zr_verify_report *r)
+ZR_API void zr_verify_report_free(zr_verify_report *pub)
 {
-    if (!r)
+    if (!pub)
         return;
+    struct report *r = (struct report *)pub;
     zr_free(r->problems);
     zr_free(r);
+}
+
+ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *pub, size_t k)
+{
+    if (!pub || k >= pub->nlisted)
+        return NULL;
+    return &((const struct report *)pub)->problems[k];
 }
 
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
@@ -214,11 +231,13 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     if (mrc != 0)
         return mrc;
     c.r = zr_calloc(1, sizeof *c.r);
-    if (c.r)
+    if (c.r) {
+        c.r->pub.size = sizeof c.r->pub;
         c.r->problems = zr_calloc(MAX_LISTED, sizeof *c.r->problems);
+    }
     c.ok = zr_calloc(c.len ? c.len : 1, 1);
     if (!c.r || !c.r->problems || !c.ok) {
-        zr_verify_report_free(c.r);
+        zr_verify_report_free(c.r ? &c.r->pub : NULL);
         zr_free(c.ok);
         return zr_err(ZR_ENOMEM, "verifying %s", s->path);
     }
@@ -241,13 +260,14 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     if (c.len == 0)
         zr_report(s, 0, 0);
     check_overlaps(&c);
-    c.r->records_checked = c.len;
+    c.r->pub.records_checked = c.len;
     pthread_mutex_destroy(&c.lock);
     zr_free(c.ok);
-    *out = c.r;
-    if (c.r->nproblems == 0)
+    *out = &c.r->pub;
+    if (c.r->pub.nproblems == 0)
         return 0;
     const zr_problem *p = &c.r->problems[0];
     return zr_err(ZR_ECORRUPT, "%s: %llu problem(s); first: %s entry %llu: %s", s->path,
-                  (unsigned long long)c.r->nproblems, p->file, (unsigned long long)p->entry, p->what);
+                  (unsigned long long)c.r->pub.nproblems, p->file, (unsigned long long)p->entry,
+                  p->what);
 }

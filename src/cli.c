@@ -46,28 +46,13 @@ int cli_fail(const char *fmt, ...)
 
 int cli_fail_lib(const char *context)
 {
-    /* The library's message is the code's text ("ZR_ECORRUPT: store is
-     * corrupt") followed by the detail, which names the file and says what
-     * is wrong. At a shell the detail is the message; only corruption keeps
-     * a word of the code's text, because the detail alone may not say it. */
-    const char *msg = zr_last_error();
-    const char *prefix = "";
-    for (int code = -1; code >= -64; code--) {
-        const char *text = zr_strerror(code);
-        size_t n = strlen(text);
-        if (strncmp(text, "ZR_E?", 5) == 0 || strncmp(msg, text, n) != 0)
-            continue;
-        if (msg[n] == ':' && msg[n + 1] == ' ') {
-            msg += n + 2;
-            prefix = code == ZR_ECORRUPT ? "corrupt store: " : "";
-        } else if (msg[n] == '\0') {
-            msg = strstr(text, ": ") ? strstr(text, ": ") + 2 : text;
-        }
-        break;
-    }
+    /* The library's message names the file and says what is wrong; only
+     * corruption gets a word of the code's meaning, because the message
+     * alone may not say it. */
+    const char *prefix = zr_last_error_code() == ZR_ECORRUPT ? "corrupt store: " : "";
     if (context)
-        return cli_fail("%s: %s%s", context, prefix, msg);
-    return cli_fail("%s%s", prefix, msg);
+        return cli_fail("%s: %s%s", context, prefix, zr_last_error());
+    return cli_fail("%s%s", prefix, zr_last_error());
 }
 
 int cli_usage(const char *fmt, ...)

@@ -43,8 +43,8 @@ extern const struct cli_cmd *cli_current;
 
 /* Print "zr: <command>: <message>" on stderr and return EXIT_FAIL. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same for a failed libloaderx call: its last-error message, without
- * the code's name, optionally prefixed by what was being done. */
+/* The same for a failed libloaderx call: its last-error message,
+ * optionally prefixed by what was being done. */
 int cli_fail_lib(const char *context);
 /* A usage error: the message, a pointer to --help; returns EXIT_USAGE. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

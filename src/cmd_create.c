@@ -82,7 +82,8 @@ static int run_create(int argc, char **argv)
         rc = cli_create_begin(&created, store);
     zr_store *s = NULL;
     if (rc == EXIT_OK) {
-        zr_create_opts copts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+        zr_create_opts copts = {.size = sizeof(zr_create_opts), .codec = codec, .dict = dict,
+                                .dict_len = dict_len};
         int zrc = ragged ? zr_ragged_create(&s, store, dtype, &copts)
                          : zr_dense_create(&s, store, dtype, shape, ndim, &copts);
         /* ZR_EEXIST: refused before anything was written */

@@ -274,7 +274,8 @@ static int run_import(int argc, char **argv)
             rc = npy_src_train_dict(&src, o.tier, &dict, &dict_len);
     }
     if (rc == EXIT_OK) {
-        zr_create_opts copts = {.codec = o.codec, .dict = dict, .dict_len = dict_len};
+        zr_create_opts copts = {.size = sizeof(zr_create_opts), .codec = o.codec, .dict = dict,
+                                .dict_len = dict_len};
         int zrc = o.files ? zr_ragged_create(&s, o.store, "|u1", &copts)
                           : zr_dense_create(&s, o.store, src.h.descr, src.item_shape,
                                             src.item_ndim, &copts);

@@ -90,7 +90,7 @@ static int run_info(int argc, char **argv)
         return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
     const char *store = argv[optind];
     zr_store *s = NULL;
-    zr_store_stats st;
+    zr_store_stats st = ZR_STORE_STATS_INIT;
     int rc = cli_open(&s, store, ZR_RDONLY);
     if (rc == EXIT_OK && zr_stats(s, &st) != 0)
         rc = cli_fail_lib(NULL);

@@ -72,7 +72,7 @@ static int run_compact(int argc, char **argv)
         return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
     const char *store = argv[optind];
     zr_store *s = NULL;
-    zr_compact_result res;
+    zr_compact_result res = ZR_COMPACT_RESULT_INIT;
     struct progress prog;
     int rc = cli_open(&s, store, ZR_RDWR);
     if (rc == EXIT_OK) {
@@ -133,7 +133,7 @@ static int run_verify(int argc, char **argv)
         rc = cli_fail_lib(NULL);
     if (rc == EXIT_OK) {
         for (size_t k = 0; k < rep->nlisted; k++) {
-            const zr_problem *p = &rep->problems[k];
+            const zr_problem *p = zr_verify_problem(rep, k);
             if (p->entry == UINT64_MAX)
                 printf("%s/%s: %s\n", store, p->file, p->what);
             else

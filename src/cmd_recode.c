@@ -112,7 +112,8 @@ static int run_recode(int argc, char **argv)
             rc = cli_fail_lib("training the dictionary");
     }
     if (rc == EXIT_OK) {
-        zr_create_opts copts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+        zr_create_opts copts = {.size = sizeof(zr_create_opts), .codec = codec, .dict = dict,
+                                .dict_len = dict_len};
         uint32_t ndim;
         const uint64_t *shape = zr_item_shape(src, &ndim);
         int zrc = zr_kind(src) == ZR_RAGGED

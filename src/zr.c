@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-
 #include "cli.h"
 
 /* The subcommands, in the order `zr --help` lists them. */
@@ -44,9 +42,15 @@ static int global_help(void)
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+/* zr's version, and the library's when the one it runs against is not
+ * the one it was built with. */
 static int version(void)
 {
-    printf("zr (loaderx) %s\n", PACKAGE_VERSION);
+    if (strcmp(zr_version_string(), ZR_VERSION_STRING) == 0)
+        printf("zr (loaderx) %s\n", ZR_VERSION_STRING);
+    else
+        printf("zr (loaderx) %s, running libloaderx %s\n", ZR_VERSION_STRING,
+               zr_version_string());
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 

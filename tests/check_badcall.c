@@ -206,7 +206,7 @@ START_TEST(create_over_an_existing_store_is_refused)
     ck_assert_ptr_null(s);
     ZR_FAIL_CALL(zr_ragged_create(&s, dpath, "<i4", NULL), ZR_EEXIST);
     ZR_FAIL_CALL(zr_dense_create(&s, rpath, "|u1", NULL, 0, NULL), ZR_EEXIST);
-    zr_create_opts z = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts z = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     ZR_FAIL_CALL(zr_ragged_create(&s, rpath, "<f4", &z), ZR_EEXIST);
     zt_assert_unchanged(dpath, dsnap, dlen);
     zt_assert_unchanged(rpath, rsnap, rlen);
@@ -418,15 +418,17 @@ START_TEST(dictionary_codec_without_a_dictionary_is_refused)
     char *path = zt_path("d");
     zr_store *s = (zr_store *)&s;
     const uint8_t dict[64] = {1};
+#define OPTS(...) {.size = sizeof(zr_create_opts), __VA_ARGS__}
     const zr_create_opts bad[] = {
-        {.codec = ZR_CODEC_ZSTD_DICT},
-        {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = 0},
-        {.codec = ZR_CODEC_ZSTD_DICT, .dict = NULL, .dict_len = 64},
-        {.codec = ZR_CODEC_RAW, .dict = dict, .dict_len = 64},
-        {.codec = ZR_CODEC_ZSTD, .dict = dict, .dict_len = 64},
-        {.codec = 3},
-        {.codec = -1},
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT),
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = 0),
+        OPTS(.codec = ZR_CODEC_ZSTD_DICT, .dict = NULL, .dict_len = 64),
+        OPTS(.codec = ZR_CODEC_RAW, .dict = dict, .dict_len = 64),
+        OPTS(.codec = ZR_CODEC_ZSTD, .dict = dict, .dict_len = 64),
+        OPTS(.codec = 3),
+        OPTS(.codec = -1),
     };
+#undef OPTS
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         ZR_FAIL_CALL(zr_dense_create(&s, path, "<f4", NULL, 0, &bad[k]), ZR_EINVAL);
         ck_assert_ptr_null(s);
@@ -476,15 +478,17 @@ START_TEST(strerror_names_every_code)
     };
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t k = 0; k < n; k++) {
-        /* Pinned values: the codes count down from 0 in this order. */
-        ck_assert_int_eq(codes[k].code, -(int)k);
+        /* Pinned values: the failure codes count down from -30700 in this
+         * order, outside the negative errno values (-1 to -4095). */
+        ck_assert_int_eq(codes[k].code, k == 0 ? 0 : -30700 - (int)(k - 1));
+        ck_assert(codes[k].code == 0 || codes[k].code < -4095);
         const char *text = zr_strerror(codes[k].code);
         size_t len = strlen(codes[k].name);
         ck_assert_msg(strncmp(text, codes[k].name, len) == 0 && text[len] == ':' &&
                           strlen(text) > len + 2,
                       "zr_strerror(%d) is '%s'", codes[k].code, text);
     }
-    const int unknown[] = {1, -17, -1000, 12345};
+    const int unknown[] = {1, -1, -17, -1000, -30699, -30716, 12345};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++) {
         const char *text = zr_strerror(unknown[k]);
         ck_assert_ptr_nonnull(text);
@@ -499,11 +503,11 @@ static void *fail_in_thread(void *arg)
     zr_store *s;
     int rc = zr_open(&s, arg, ZR_RDONLY);
     static char copy[512];
-    snprintf(copy, sizeof copy, "%d %s", rc, zr_last_error());
+    snprintf(copy, sizeof copy, "%d %d %s", rc, zr_last_error_code(), zr_last_error());
     return copy;
 }
 
-/* The message belongs to the thread whose call failed. */
+/* The message and its code belong to the thread whose call failed. */
 START_TEST(last_error_is_kept_per_thread)
 {
     char *path = zt_path("missing-store");
@@ -511,14 +515,42 @@ START_TEST(last_error_is_kept_per_thread)
     ZR_FAIL_CALL(zr_dense_create(&s, path, "<f3", NULL, 0, NULL), ZR_EINVAL);
     char mine[512];
     snprintf(mine, sizeof mine, "%s", zr_last_error());
-    ck_assert_ptr_nonnull(strstr(mine, "ZR_EINVAL"));
+    ck_assert_ptr_nonnull(strstr(mine, "<f3"));
     pthread_t t;
     char *theirs;
     ck_assert_int_eq(pthread_create(&t, NULL, fail_in_thread, path), 0);
     ck_assert_int_eq(pthread_join(t, (void **)&theirs), 0);
-    ck_assert_ptr_nonnull(strstr(theirs, "ZR_ENOTSTORE"));
+    char want[64];
+    snprintf(want, sizeof want, "%d %d ", ZR_ENOTSTORE, ZR_ENOTSTORE);
+    ck_assert_ptr_eq(strstr(theirs, want), theirs);
     ck_assert_ptr_nonnull(strstr(theirs, path));
     ck_assert_str_eq(zr_last_error(), mine);
+    ck_assert_int_eq(zr_last_error_code(), ZR_EINVAL);
+    free(path);
+}
+END_TEST
+
+/* A message says what went wrong without the code's name, which
+ * zr_last_error_code gives, and a success leaves both as they were. */
+START_TEST(last_error_has_no_code_prefix)
+{
+    char *path = zt_path("store");
+    zr_store *s = NULL;
+    const uint64_t idx = 3;
+    uint8_t rec;
+    ZR_FAIL_CALL(zr_open(&s, path, ZR_RDONLY), ZR_ENOTSTORE);
+    ck_assert_int_eq(zr_last_error_code(), ZR_ENOTSTORE);
+    ck_assert_ptr_eq(strstr(zr_last_error(), path), zr_last_error());
+    ZR_OK_CALL(zr_dense_create(&s, path, "|u1", NULL, 0, NULL));
+    ck_assert_int_eq(zr_last_error_code(), ZR_ENOTSTORE);
+    ZR_FAIL_CALL(zr_gather_dense(s, &idx, 1, &rec), ZR_ERANGE);
+    ck_assert_int_eq(zr_last_error_code(), ZR_ERANGE);
+    ZR_FAIL_CALL(zr_append_dense(s, "<f4", NULL, 0, &rec, 1, NULL), ZR_EDTYPE);
+    ck_assert_int_eq(zr_last_error_code(), ZR_EDTYPE);
+    ck_assert_msg(strncmp(zr_last_error(), "ZR_", 3) != 0 && !strstr(zr_last_error(), "ZR_EDTYPE"),
+                  "message '%s'", zr_last_error());
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "<f4"));
+    zr_close(s);
     free(path);
 }
 END_TEST
@@ -545,6 +577,7 @@ Suite *suite_badcall(void)
     tcase_add_test(tc, bad_creation_arguments_are_refused);
     tcase_add_test(tc, strerror_names_every_code);
     tcase_add_test(tc, last_error_is_kept_per_thread);
+    tcase_add_test(tc, last_error_has_no_code_prefix);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -146,7 +146,8 @@ START_TEST(codec_is_recorded_in_the_header)
     size_t dict_len = 0;
     if (codec == ZR_CODEC_ZSTD_DICT)
         train_buffer(1, 400, ZR_TIER_FAST, &dict, &dict_len);
-    zr_create_opts opts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec, .dict = dict,
+                           .dict_len = dict_len};
     char *path = zt_path("s");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &opts));
@@ -169,7 +170,7 @@ END_TEST
 START_TEST(zstd_dense_records_are_frames_of_their_own)
 {
     const uint64_t shape[] = {4, 256};
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     char *path = zt_path("z");
     zr_store *s;
     ZR_OK_CALL(zr_dense_create(&s, path, "<f4", shape, 2, &opts));
@@ -193,7 +194,7 @@ END_TEST
 
 START_TEST(zstd_ragged_records_frame_prefix_and_payload_together)
 {
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     char *path = zt_path("z");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i2", &opts));
@@ -248,7 +249,7 @@ START_TEST(small_records_keep_a_huffman_table_only_where_it_pays)
      * one, since a worker first tries what its last record kept. */
     static const size_t order[] = {0, 1, 2, 0, 2, 1, 0, 0, 1, 1, 2, 2};
     enum { NREC = sizeof order / sizeof order[0] };
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     char *path = zt_path("z");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "|u1", &opts));
@@ -306,7 +307,8 @@ START_TEST(dictionary_tiers_train_from_a_buffer)
     void *dict;
     size_t dict_len;
     train_buffer(50, 500, tier, &dict, &dict_len);
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                           .dict = dict, .dict_len = dict_len};
     const uint64_t shape[] = {DICT_WIDTH};
     char *path = zt_path("d");
     zr_store *s;
@@ -348,7 +350,8 @@ START_TEST(dictionary_trains_from_a_list_of_records)
     free(sizes);
     zt_ragged_free(r);
 
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                           .dict = dict, .dict_len = dict_len};
     char *path = zt_path("d");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<u2", &opts));
@@ -388,7 +391,8 @@ START_TEST(dictionary_trains_from_an_open_store)
     ck_assert_mem_eq(again, dict, dict_len);
     free(again);
 
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                           .dict = dict, .dict_len = dict_len};
     char *path = zt_path("dict");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "|u1", &opts));
@@ -436,7 +440,8 @@ START_TEST(dictionary_shrinks_small_records)
     const uint64_t shape[] = {DICT_WIDTH};
     int64_t size[2];
     for (int k = 0; k < 2; k++) {
-        zr_create_opts opts = {.codec = k ? ZR_CODEC_ZSTD_DICT : ZR_CODEC_ZSTD,
+        zr_create_opts opts = {.size = sizeof(zr_create_opts),
+                               .codec = k ? ZR_CODEC_ZSTD_DICT : ZR_CODEC_ZSTD,
                                .dict = k ? dict : NULL, .dict_len = k ? dict_len : 0};
         char *path = zt_path(k ? "dict" : "plain");
         zr_store *s;
@@ -475,7 +480,8 @@ START_TEST(compressed_records_never_straddle_chunks)
     }
     const uint64_t cap = 1024, seg_entries = 16;
     zr_testing_set_geometry(cap, seg_entries);
-    zr_create_opts opts = {.codec = codec, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec, .dict = dict,
+                           .dict_len = dict_len};
     char *path = zt_path("z");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &opts));
@@ -560,7 +566,7 @@ START_TEST(compressed_gathers_write_only_their_records)
 {
     const uint32_t maxndim = 2;
     const uint64_t maxdim = 60, seed = 41, nrec = 200, n = 600, guard = 256;
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     char *path = zt_path("z");
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &opts));

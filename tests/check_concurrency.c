@@ -169,7 +169,8 @@ START_TEST(gathers_see_only_committed_records_during_appends)
     }
     /* Small chunks and segments: appends keep adding files. */
     zr_testing_set_geometry(8192, 32);
-    zr_create_opts opts = {.codec = configs[_i].codec, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = configs[_i].codec,
+                           .dict = dict, .dict_len = dict_len};
     char *path = zt_path("c");
     if (sh.kind == ZR_DENSE) {
         ZR_OK_CALL(zr_dense_create(&sh.s, path, dtype, shape, 1, &opts));
@@ -217,7 +218,8 @@ START_TEST(concurrent_gathers_share_one_dictionary)
     size_t dict_len;
     ZR_OK_CALL(zr_train_dict_buffer(sample, 128, 500, ZR_TIER_FAST, &dict, &dict_len));
     free(sample);
-    zr_create_opts opts = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                           .dict = dict, .dict_len = dict_len};
     const uint64_t shape[] = {8, 8};
     char *path = zt_path("d");
     zr_store *s;

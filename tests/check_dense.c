@@ -393,7 +393,7 @@ START_TEST(record_span_points_at_the_bytes_a_gather_copies)
     zt_append_dense_gen(d, 21, 50);
     ZR_OK_CALL(zr_ragged_create(&r, rpath, "<u2", NULL));
     zt_append_ragged_gen(r, 22, 40, 3, 9);
-    zr_create_opts zopts = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts zopts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     ZR_OK_CALL(zr_dense_create(&z, zpath, "<i4", shape, 2, &zopts));
     zt_append_dense_gen(z, 23, 5);
 

@@ -387,7 +387,7 @@ START_TEST(compaction_that_fills_a_chunk_hands_the_frontier_to_the_next)
     /* Record 4 (in chunk 1) takes index 2; compaction moves record 3 down
      * by 4 KiB and record 2 after it, if it fits. */
     delete_rec(s, &m, 2);
-    zr_compact_result r;
+    zr_compact_result r = ZR_COMPACT_RESULT_INIT;
     ZR_OK_CALL(zr_compact(s, &r));
     expect_entry(dir, 3, 0, CAP - 8192, 4096);
     if (d < 0) {
@@ -407,7 +407,7 @@ START_TEST(compaction_that_fills_a_chunk_hands_the_frontier_to_the_next)
         expect_size(dir, 1, "chunk", (int64_t)c_size);
     }
     ck_assert_uint_eq(r.records_moved, d > 0 ? 1 : 2);
-    zr_store_stats st;
+    zr_store_stats st = ZR_STORE_STATS_INIT;
     ZR_OK_CALL(zr_stats(s, &st));
     ck_assert_uint_eq(st.reclaimable, 0);
     check_all(s, &m);
@@ -634,7 +634,7 @@ START_TEST(ragged_entry_at_the_record_limit_reads_and_above_is_corrupt)
         zr_verify_report *rep;
         ZR_FAIL_CALL(zr_verify(s, &rep), ZR_ECORRUPT);
         ck_assert_uint_eq(rep->nproblems, 1);
-        ck_assert_uint_eq(rep->problems[0].entry, 0);
+        ck_assert_uint_eq(zr_verify_problem(rep, 0)->entry, 0);
         zr_verify_report_free(rep);
         if (u1)
             check_rec(s, 1, &m.r[1]);
@@ -1158,7 +1158,8 @@ START_TEST(header_codec_and_reserved_bytes_at_their_limits)
     void *sample = zt_dense_gen("<u4", 8, 7, 0, 1000), *dict;
     size_t dict_len;
     ZR_OK_CALL(zr_train_dict_buffer(sample, 32, 1000, ZR_TIER_FAST, &dict, &dict_len));
-    zr_create_opts o = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                        .dict = dict, .dict_len = dict_len};
     char *zd = zt_path("zd");
     ZR_OK_CALL(zr_ragged_create(&s, zd, "|u1", &o));
     zr_close(s);
@@ -1331,7 +1332,7 @@ START_TEST(ragged_prefix_of_33_dimensions_is_corrupt_on_read)
         zr_verify_report *rep;
         ZR_FAIL_CALL(zr_verify(s, &rep), ZR_ECORRUPT);
         ck_assert_uint_eq(rep->nproblems, 1);
-        ck_assert_uint_eq(rep->problems[0].entry, 0);
+        ck_assert_uint_eq(zr_verify_problem(rep, 0)->entry, 0);
         zr_verify_report_free(rep);
     }
     zr_close(s);
@@ -1346,7 +1347,8 @@ END_TEST
 START_TEST(dictionary_at_64_mib_opens_and_above_is_refused)
 {
     void *big = unreadable(ZR_DICT_MAX + 1);
-    zr_create_opts over = {.codec = ZR_CODEC_ZSTD_DICT, .dict = big, .dict_len = ZR_DICT_MAX + 1};
+    zr_create_opts over = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                           .dict = big, .dict_len = ZR_DICT_MAX + 1};
     char *refused = zt_path("refused");
     zr_store *s = (zr_store *)&s;
     ZR_FAIL_CALL(zr_ragged_create(&s, refused, "|u1", &over), ZR_EINVAL);
@@ -1358,7 +1360,8 @@ START_TEST(dictionary_at_64_mib_opens_and_above_is_refused)
     void *sample = zt_dense_gen("<u4", 8, 7, 0, 1000), *dict;
     size_t dict_len;
     ZR_OK_CALL(zr_train_dict_buffer(sample, 32, 1000, ZR_TIER_FAST, &dict, &dict_len));
-    zr_create_opts o = {.codec = ZR_CODEC_ZSTD_DICT, .dict = dict, .dict_len = dict_len};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD_DICT,
+                        .dict = dict, .dict_len = dict_len};
     char *dir = zt_path("s");
     ZR_OK_CALL(zr_ragged_create(&s, dir, "|u1", &o));
     zr_close(s);
@@ -1445,7 +1448,7 @@ START_TEST(compaction_cuts_every_chunk_to_its_packed_records)
     expect_size(dir, 1, "chunk", 4000);
     expect_size(dir, 2, "chunk", 100);
     delete_rec(s, &m, 1);
-    zr_compact_result r;
+    zr_compact_result r = ZR_COMPACT_RESULT_INIT;
     ZR_OK_CALL(zr_compact(s, &r));
     ck_assert_uint_eq(r.records_moved, 1);
     expect_entry(dir, 2, 0, 1000, 2000);
@@ -1453,7 +1456,7 @@ START_TEST(compaction_cuts_every_chunk_to_its_packed_records)
     expect_size(dir, 1, "chunk", 4000);
     expect_size(dir, 2, "chunk", 100);
     expect_meta(dir, 5, 2, 100);
-    zr_store_stats st;
+    zr_store_stats st = ZR_STORE_STATS_INIT;
     ZR_OK_CALL(zr_stats(s, &st));
     ck_assert_uint_eq(st.chunk_bytes, 7100);
     ck_assert_uint_eq(st.reclaimable, 0);

@@ -145,7 +145,7 @@ static int matches(zr_store *s, const zt_model *m, char *why, size_t whylen)
 static zr_store *create(const struct workload *w)
 {
     zr_store *s;
-    zr_create_opts o = {.codec = w->codec};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = w->codec};
     uint64_t shape = WIDTH;
     if (w->kind == ZR_DENSE)
         ZR_OK_CALL(zr_dense_create(&s, path, "|u1", &shape, 1, &o));

@@ -54,7 +54,7 @@ static uint64_t shape_count(const uint64_t *shape, uint32_t ndim)
 static zr_store *make_dense(const char *dir, const char *name, int codec)
 {
     char *path = zt_join(dir, name);
-    zr_create_opts o = {.codec = codec};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = codec};
     zr_store *s;
     ZR_OK_CALL(zr_dense_create(&s, path, "<i4", dense_shape, 2, &o));
     int32_t *v = malloc(NREC * 15 * sizeof *v);
@@ -70,7 +70,7 @@ static zr_store *make_dense(const char *dir, const char *name, int codec)
 static zr_store *make_ragged(const char *dir, const char *name, uint64_t count)
 {
     char *path = zt_join(dir, name);
-    zr_create_opts o = {.codec = ZR_CODEC_RAW};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_RAW};
     zr_store *s;
     ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &o));
     zr_rec *recs = calloc(count, sizeof *recs);
@@ -115,10 +115,12 @@ static void teardown(struct fixture *f)
  * every Ragged view equal to a direct gather's view and to the record. */
 static void check_batch(const zr_batch *b, const zr_sampler *sm)
 {
-    uint64_t *idx = malloc(sm->batch * sizeof *idx);
+    zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+    ZR_OK_CALL(zr_sampler_get_info(sm, &info));
+    uint64_t *idx = malloc(info.batch * sizeof *idx);
     ZR_OK_CALL(zr_sampler_batch(sm, b->step, idx));
-    ck_assert_uint_eq(b->size, sm->batch);
-    ck_assert_mem_eq(b->indices, idx, sm->batch * sizeof *idx);
+    ck_assert_uint_eq(b->size, info.batch);
+    ck_assert_mem_eq(b->indices, idx, info.batch * sizeof *idx);
     for (size_t k = 0; k < b->nstreams; k++) {
         const zr_column *c = &b->streams[k];
         ck_assert_uint_eq(((uintptr_t)c->data) % 64, 0);
@@ -174,11 +176,13 @@ START_TEST(batches_equal_direct_gathers_at_every_depth_and_thread_count)
     for (int m = 0; m < 3; m++)
         for (int d = 0; d < 3; d++)
             for (int t = 0; t < 2; t++) {
-                zr_loader_opts o = {.mode = modes[m], .batch = 16, .seed = 9,
-                                    .depth = depths[d], .threads = threads[t]};
+                zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = modes[m], .batch = 16,
+                                    .seed = 9, .depth = depths[d], .threads = threads[t]};
                 zr_loader *ld = open_loader(&f, &o);
                 const zr_sampler *sm = zr_loader_sampler(ld);
-                ck_assert_uint_eq(sm->n, NREC);
+                zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+                ZR_OK_CALL(zr_sampler_get_info(sm, &info));
+                ck_assert_uint_eq(info.n, NREC);
                 for (uint64_t s = 0; s < 25; s++) {
                     zr_batch *b;
                     ZR_OK_CALL(zr_loader_next(ld, &b));
@@ -199,7 +203,8 @@ START_TEST(start_step_resumes_exactly_where_a_run_stood)
 {
     struct fixture f;
     setup(&f);
-    zr_loader_opts o = {.mode = ZR_CYCLIC, .batch = 32, .seed = 4, .depth = 3, .threads = 2};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_CYCLIC, .batch = 32, .seed = 4,
+                        .depth = 3, .threads = 2};
     zr_loader *first = open_loader(&f, &o);
     /* Run 30 steps (past the cycle boundary at 9) and keep the last 20. */
     void *kept[20];
@@ -280,8 +285,9 @@ START_TEST(transform_runs_on_workers_and_edits_batches_in_place)
     struct fixture f;
     setup(&f);
     struct tx_state st = {.caller = pthread_self()};
-    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 2, .threads = 2,
-                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_SEQUENTIAL, .batch = 8,
+                        .depth = 2, .threads = 2, .transform = tx_negate, .user = &st,
+                        .aux_free = tx_aux_free};
     zr_loader *ld = open_loader(&f, &o);
     for (uint64_t s = 0; s < 10; s++) {
         zr_batch *b;
@@ -320,8 +326,9 @@ START_TEST(transform_failure_surfaces_from_next)
     struct fixture f;
     setup(&f);
     struct tx_state st = {.caller = pthread_self(), .fail_step = c->step, .fail_code = c->code};
-    zr_loader_opts o = {.mode = c->mode, .batch = 8, .depth = c->depth, .threads = c->threads,
-                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = c->mode, .batch = 8,
+                        .depth = c->depth, .threads = c->threads, .transform = tx_negate,
+                        .user = &st, .aux_free = tx_aux_free};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *b;
     for (uint64_t s = 0; s < c->step; s++) {
@@ -361,8 +368,8 @@ START_TEST(transform_cannot_take_from_its_own_loader)
      * fails as a NULL argument, and so does step 0). With depth 1 no later
      * step is prepared before the first zr_loader_next, by which time
      * shared is set. */
-    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 1, .threads = 1,
-                        .transform = tx_reenter, .user = &shared};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_SEQUENTIAL, .batch = 8,
+                        .depth = 1, .threads = 1, .transform = tx_reenter, .user = &shared};
     zr_loader *ld = open_loader(&f, &o);
     atomic_store(&shared, ld);
     zr_batch *b;
@@ -385,7 +392,8 @@ START_TEST(double_release_does_not_share_buffers)
 {
     struct fixture f;
     setup(&f);
-    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 8, .depth = 2, .threads = 2};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_SEQUENTIAL, .batch = 8,
+                        .depth = 2, .threads = 2};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *b;
     ZR_OK_CALL(zr_loader_next(ld, &b));
@@ -436,7 +444,8 @@ START_TEST(gather_error_surfaces_from_next_for_its_step)
     struct fixture f;
     setup(&f);
     corrupt_record(f.dir, "zdense", 7);
-    zr_loader_opts o = {.mode = ZR_SEQUENTIAL, .batch = 4, .depth = 3, .threads = 2};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_SEQUENTIAL, .batch = 4,
+                        .depth = 3, .threads = 2};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *b;
     ZR_OK_CALL(zr_loader_next(ld, &b));
@@ -462,8 +471,9 @@ START_TEST(batch_buffers_are_recycled_across_steps)
     struct fixture f;
     setup(&f);
     struct tx_state st = {.caller = pthread_self()};
-    zr_loader_opts o = {.mode = ZR_IID, .batch = 16, .depth = 3, .threads = 2,
-                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = 16, .depth = 3,
+                        .threads = 2, .transform = tx_negate, .user = &st,
+                        .aux_free = tx_aux_free};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *seen[64];
     size_t nseen = 0;
@@ -525,7 +535,7 @@ START_TEST(loader_buffers_are_resident_when_it_is_created)
     ck_assert_ptr_nonnull(recs);
     ZR_OK_CALL(zr_append_dense(s, "|u1", shape, 1, recs, 64, NULL));
     free(recs);
-    zr_loader_opts o = {.mode = ZR_IID, .batch = 64, .depth = 2};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = 64, .depth = 2};
     const char *name = "big";
     long before = rss_anon_kib();
     zr_loader *ld;
@@ -551,8 +561,9 @@ START_TEST(destroy_with_batches_in_flight_returns_and_frees_everything)
     struct fixture f;
     setup(&f);
     struct tx_state st = {.caller = pthread_self(), .nap = 2000};
-    zr_loader_opts o = {.mode = ZR_CYCLIC, .batch = 32, .depth = 8, .threads = 4,
-                        .transform = tx_negate, .user = &st, .aux_free = tx_aux_free};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_CYCLIC, .batch = 32, .depth = 8,
+                        .threads = 4, .transform = tx_negate, .user = &st,
+                        .aux_free = tx_aux_free};
     zr_loader *ld = open_loader(&f, &o);
     zr_batch *held[2];
     ZR_OK_CALL(zr_loader_next(ld, &held[0]));
@@ -574,7 +585,7 @@ START_TEST(streams_of_unequal_length_are_refused)
     struct fixture f;
     setup(&f);
     zr_store *shorter = make_ragged(f.dir, "short", NREC - 1);
-    zr_loader_opts o = {.mode = ZR_IID, .batch = 4};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = 4};
     zr_loader *ld = (zr_loader *)&o;
     zr_store *stores[] = {f.dense, shorter};
     const char *names[] = {"a", "b"};
@@ -586,9 +597,10 @@ START_TEST(streams_of_unequal_length_are_refused)
     ZR_FAIL_CALL(zr_loader_create(&ld, stores, dup, 2, &o), ZR_EINVAL);
     ZR_FAIL_CALL(zr_loader_create(&ld, stores, names, 0, &o), ZR_EINVAL);
     ZR_FAIL_CALL(zr_loader_create(&ld, stores, names, 2, NULL), ZR_EINVAL);
-    zr_loader_opts big = {.mode = ZR_CYCLIC, .batch = NREC + 1};
+    zr_loader_opts big = {.size = sizeof(zr_loader_opts), .mode = ZR_CYCLIC, .batch = NREC + 1};
     ZR_FAIL_CALL(zr_loader_create(&ld, stores, names, 2, &big), ZR_EINVAL);
-    zr_loader_opts deep = {.mode = ZR_CYCLIC, .batch = 4, .depth = ZR_LOADER_MAX_DEPTH + 1};
+    zr_loader_opts deep = {.size = sizeof(zr_loader_opts), .mode = ZR_CYCLIC, .batch = 4,
+                           .depth = ZR_LOADER_MAX_DEPTH + 1};
     ZR_FAIL_CALL(zr_loader_create(&ld, stores, names, 2, &deep), ZR_EINVAL);
     ZR_FAIL_CALL(zr_loader_next(NULL, NULL), ZR_EINVAL);
     zr_close(shorter);
@@ -613,8 +625,8 @@ static void run_rank(const char *dir, uint32_t rank, int fd)
     int ok = zr_open(&d, pd, ZR_RDONLY) == 0 && zr_open(&r, pr, ZR_RDONLY) == 0;
     zr_store *stores[] = {d, r};
     const char *names[] = {"image", "tokens"};
-    zr_loader_opts o = {.mode = ZR_CYCLIC, .batch = SHARD, .seed = 31, .rank = rank,
-                        .world = WORLD, .depth = 2, .threads = 2};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_CYCLIC, .batch = SHARD,
+                        .seed = 31, .rank = rank, .world = WORLD, .depth = 2, .threads = 2};
     ok = ok && zr_loader_create(&ld, stores, names, 2, &o) == 0;
     /* 300 / 30 = 10 steps per cycle; two cycles. */
     for (int s = 0; ok && s < 20; s++) {
@@ -679,13 +691,13 @@ START_TEST(ranks_in_separate_processes_cover_each_cycle_once)
         ck_assert_uint_eq(have, sizeof got[r]);
         close(fds[r][0]);
     }
-    zr_sampler global;
-    ZR_OK_CALL(zr_sampler_init(&global, NREC, SHARD * WORLD, ZR_CYCLIC, 31, 0, 1));
+    zr_sampler *global;
+    ZR_OK_CALL(zr_sampler_create(&global, NREC, SHARD * WORLD, ZR_CYCLIC, 31, 0, 1));
     for (int c = 0; c < 2; c++) {
         int count[NREC] = {0};
         for (int s = c * 10; s < c * 10 + 10; s++) {
             uint64_t want[SHARD * WORLD];
-            ZR_OK_CALL(zr_sampler_batch(&global, (uint64_t)s, want));
+            ZR_OK_CALL(zr_sampler_batch(global, (uint64_t)s, want));
             for (uint32_t r = 0; r < WORLD; r++)
                 for (int i = 0; i < SHARD; i++) {
                     ck_assert_uint_eq(got[r][s][i], want[r * SHARD + i]);
@@ -695,6 +707,7 @@ START_TEST(ranks_in_separate_processes_cover_each_cycle_once)
         for (int i = 0; i < NREC; i++)
             ck_assert_int_eq(count[i], 1);
     }
+    zr_sampler_free(global);
     teardown(&f);
 }
 END_TEST

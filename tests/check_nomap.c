@@ -28,12 +28,12 @@ static const int codecs[] = {ZR_CODEC_RAW, ZR_CODEC_ZSTD, ZR_CODEC_ZSTD_DICT};
  * the same generator in a scratch zstd store. */
 static zr_create_opts opts_for(int codec, bool ragged, uint64_t seed, void **dict)
 {
-    zr_create_opts o = {.codec = codec};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = codec};
     *dict = NULL;
     if (codec != ZR_CODEC_ZSTD_DICT)
         return o;
     char *tpath = zt_path("train");
-    zr_create_opts zo = {.codec = ZR_CODEC_ZSTD};
+    zr_create_opts zo = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
     zr_store *t;
     const uint64_t shape[] = {64, 8};
     if (ragged) {

@@ -160,7 +160,7 @@ static int gather_all(zr_store *s, const zt_model *m)
 static void prepare(const struct workload *w, zt_model *before, zt_model *after)
 {
     zr_store *s;
-    zr_create_opts o = {.codec = w->codec};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = w->codec};
     uint64_t shape = WIDTH, ids[BATCH];
     if (w->kind == ZR_DENSE)
         ZR_OK_CALL(zr_dense_create(&s, path, "|u1", &shape, 1, &o));

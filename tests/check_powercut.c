@@ -575,7 +575,7 @@ static void append_range(zr_store *s, zt_model *m, uint64_t first, uint64_t n)
 static size_t power_cuts(int codec)
 {
     zr_store *s;
-    zr_create_opts o = {.codec = codec};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = codec};
     zt_model m = {0};
     ZR_OK_CALL(zr_ragged_create(&s, path, "|u1", &o));
     append_range(s, &m, 0, 10);

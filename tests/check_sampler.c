@@ -9,9 +9,16 @@
 
 #define P2(k) ((uint64_t)1 << (k))
 
+static zr_sampler_info info_of(const zr_sampler *sm)
+{
+    zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+    ZR_OK_CALL(zr_sampler_get_info(sm, &info));
+    return info;
+}
+
 static uint64_t *draw(const zr_sampler *sm, uint64_t step)
 {
-    uint64_t *out = malloc(sm->batch * sizeof *out);
+    uint64_t *out = malloc(info_of(sm).batch * sizeof *out);
     ck_assert_ptr_nonnull(out);
     ZR_OK_CALL(zr_sampler_batch(sm, step, out));
     return out;
@@ -47,38 +54,41 @@ static bool mark_all(uint8_t *seen, const uint64_t *idx, uint64_t count)
 
 START_TEST(sequential_window_wraps_around_the_index_space)
 {
-    zr_sampler sm;
-    ZR_OK_CALL(zr_sampler_init(&sm, 10, 4, ZR_SEQUENTIAL, 7, 0, 1));
+    zr_sampler *sm = NULL;
+    ZR_OK_CALL(zr_sampler_create(&sm, 10, 4, ZR_SEQUENTIAL, 7, 0, 1));
     static const uint64_t expect[4][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}, {2, 3, 4, 5}};
     for (uint64_t s = 0; s < 4; s++) {
-        uint64_t *b = draw(&sm, s);
+        uint64_t *b = draw(sm, s);
         ck_assert_mem_eq(b, expect[s], sizeof expect[s]);
         free(b);
     }
     /* Far steps: the start is (step * batch) mod n, which overflows 64
      * bits here: (2^64 - 1) * 3 mod 2^63 = 2^63 - 3. */
-    ZR_OK_CALL(zr_sampler_init(&sm, P2(63), 3, ZR_SEQUENTIAL, 0, 0, 1));
-    uint64_t *b = draw(&sm, UINT64_MAX);
+    zr_sampler_free(sm);
+    ZR_OK_CALL(zr_sampler_create(&sm, P2(63), 3, ZR_SEQUENTIAL, 0, 0, 1));
+    uint64_t *b = draw(sm, UINT64_MAX);
     ck_assert_uint_eq(b[0], P2(63) - 3);
     ck_assert_uint_eq(b[2], P2(63) - 1);
     free(b);
-    ZR_OK_CALL(zr_sampler_init(&sm, 1000, 7, ZR_SEQUENTIAL, 0, 0, 1));
-    b = draw(&sm, P2(40));
+    zr_sampler_free(sm);
+    ZR_OK_CALL(zr_sampler_create(&sm, 1000, 7, ZR_SEQUENTIAL, 0, 0, 1));
+    b = draw(sm, P2(40));
     for (uint64_t i = 0; i < 7; i++)
         ck_assert_uint_eq(b[i], (P2(40) * 7 + i) % 1000);
     free(b);
+    zr_sampler_free(sm);
 }
 END_TEST
 
 START_TEST(iid_same_seed_repeats_and_other_seeds_differ)
 {
-    zr_sampler a, a2, c;
-    ZR_OK_CALL(zr_sampler_init(&a, 1000003, 256, ZR_IID, 42, 0, 1));
-    ZR_OK_CALL(zr_sampler_init(&a2, 1000003, 256, ZR_IID, 42, 0, 1));
-    ZR_OK_CALL(zr_sampler_init(&c, 1000003, 256, ZR_IID, 43, 0, 1));
+    zr_sampler *a, *a2, *c;
+    ZR_OK_CALL(zr_sampler_create(&a, 1000003, 256, ZR_IID, 42, 0, 1));
+    ZR_OK_CALL(zr_sampler_create(&a2, 1000003, 256, ZR_IID, 42, 0, 1));
+    ZR_OK_CALL(zr_sampler_create(&c, 1000003, 256, ZR_IID, 43, 0, 1));
     uint64_t same_pos = 0;
     for (uint64_t s = 0; s < 50; s++) {
-        uint64_t *x = draw(&a, s), *y = draw(&a2, s), *z = draw(&c, s);
+        uint64_t *x = draw(a, s), *y = draw(a2, s), *z = draw(c, s);
         ck_assert_mem_eq(x, y, 256 * sizeof *x);
         for (int i = 0; i < 256; i++)
             same_pos += x[i] == z[i];
@@ -89,10 +99,13 @@ START_TEST(iid_same_seed_repeats_and_other_seeds_differ)
     /* Two independent streams agree at a position with probability 1/n. */
     ck_assert_uint_le(same_pos, 2);
     /* Consecutive steps of one seed are different batches too. */
-    uint64_t *s0 = draw(&a, 0), *s1 = draw(&a, 1);
+    uint64_t *s0 = draw(a, 0), *s1 = draw(a, 1);
     ck_assert(memcmp(s0, s1, 256 * sizeof *s0) != 0);
     free(s0);
     free(s1);
+    zr_sampler_free(a);
+    zr_sampler_free(a2);
+    zr_sampler_free(c);
 }
 END_TEST
 
@@ -102,11 +115,11 @@ END_TEST
 START_TEST(iid_draws_pass_a_chi_square_test_of_uniformity)
 {
     uint64_t counts[1000] = {0}, bad = 0;
-    zr_sampler sm;
-    ZR_OK_CALL(zr_sampler_init(&sm, 1000, 1000, ZR_IID, 2024, 0, 1));
+    zr_sampler *sm = NULL;
+    ZR_OK_CALL(zr_sampler_create(&sm, 1000, 1000, ZR_IID, 2024, 0, 1));
     uint64_t *b = malloc(1000 * sizeof *b);
     for (uint64_t s = 0; s < 1000; s++) {
-        ZR_OK_CALL(zr_sampler_batch(&sm, s, b));
+        ZR_OK_CALL(zr_sampler_batch(sm, s, b));
         for (int i = 0; i < 1000; i++) {
             bad += b[i] >= 1000;
             counts[b[i] % 1000]++;
@@ -119,9 +132,10 @@ START_TEST(iid_draws_pass_a_chi_square_test_of_uniformity)
     /* A large space: the high-order structure, in 1000 equal ranges. */
     memset(counts, 0, sizeof counts);
     uint64_t n = 1000000000039ull;
-    ZR_OK_CALL(zr_sampler_init(&sm, n, 1000, ZR_IID, 99, 0, 1));
+    zr_sampler_free(sm);
+    ZR_OK_CALL(zr_sampler_create(&sm, n, 1000, ZR_IID, 99, 0, 1));
     for (uint64_t s = 0; s < 1000; s++) {
-        ZR_OK_CALL(zr_sampler_batch(&sm, s, b));
+        ZR_OK_CALL(zr_sampler_batch(sm, s, b));
         for (int i = 0; i < 1000; i++) {
             bad += b[i] >= n;
             counts[bin_of(b[i] % n, n, 1000)]++;
@@ -131,6 +145,7 @@ START_TEST(iid_draws_pass_a_chi_square_test_of_uniformity)
     stat = chi_square(counts, 1000, 1000000);
     ck_assert_msg(stat > 866.5 && stat < 1142.9, "chi-square %.1f rejects uniformity", stat);
     free(b);
+    zr_sampler_free(sm);
 }
 END_TEST
 
@@ -144,11 +159,11 @@ START_TEST(iid_rejection_runs_just_above_a_power_of_two)
     uint64_t n = P2(62) + 1;
     uint64_t t = P2(62) - 3;
     double p = (double)t / 18446744073709551616.0;
-    zr_sampler sm;
-    ZR_OK_CALL(zr_sampler_init(&sm, n, 1000, ZR_IID, 5, 0, 1));
+    zr_sampler *sm = NULL;
+    ZR_OK_CALL(zr_sampler_create(&sm, n, 1000, ZR_IID, 5, 0, 1));
     uint64_t *b = malloc(1000 * sizeof *b), rejections = 0, counts[16] = {0}, bad = 0;
     for (uint64_t s = 0; s < 100; s++) {
-        ZR_OK_CALL(zr_sampler_batch_counted(&sm, s, b, &rejections));
+        ZR_OK_CALL(zr_sampler_batch_counted(sm, s, b, &rejections));
         for (int i = 0; i < 1000; i++) {
             bad += b[i] >= n;
             counts[bin_of(b[i] % n, n, 16)]++;
@@ -168,9 +183,10 @@ START_TEST(iid_rejection_runs_just_above_a_power_of_two)
     for (int k = 0; k < 2; k++) {
         rejections = 0;
         uint64_t top = 0;
-        ZR_OK_CALL(zr_sampler_init(&sm, spaces[k], 1000, ZR_IID, 6, 0, 1));
+        zr_sampler_free(sm);
+        ZR_OK_CALL(zr_sampler_create(&sm, spaces[k], 1000, ZR_IID, 6, 0, 1));
         for (uint64_t s = 0; s < 20; s++) {
-            ZR_OK_CALL(zr_sampler_batch_counted(&sm, s, b, &rejections));
+            ZR_OK_CALL(zr_sampler_batch_counted(sm, s, b, &rejections));
             for (int i = 0; i < 1000; i++) {
                 bad += b[i] >= spaces[k];
                 top += b[i] >= spaces[k] / 2;
@@ -182,6 +198,7 @@ START_TEST(iid_rejection_runs_just_above_a_power_of_two)
         ck_assert_uint_lt(top, 11000);
     }
     free(b);
+    zr_sampler_free(sm);
 }
 END_TEST
 
@@ -189,13 +206,13 @@ END_TEST
  * indices and drop the other 40. */
 START_TEST(cyclic_cycle_is_a_permutation_of_the_kept_indices)
 {
-    zr_sampler sm;
-    ZR_OK_CALL(zr_sampler_init(&sm, 1000, 64, ZR_CYCLIC, 11, 0, 1));
-    ck_assert_uint_eq(sm.per_cycle, 15);
+    zr_sampler *sm = NULL;
+    ZR_OK_CALL(zr_sampler_create(&sm, 1000, 64, ZR_CYCLIC, 11, 0, 1));
+    ck_assert_uint_eq(info_of(sm).per_cycle, 15);
     for (uint64_t c = 0; c < 3; c++) {
         uint8_t seen[125] = {0};
         for (uint64_t j = 0; j < 15; j++) {
-            uint64_t *b = draw(&sm, c * 15 + j);
+            uint64_t *b = draw(sm, c * 15 + j);
             for (int i = 0; i < 64; i++)
                 ck_assert_uint_lt(b[i], 1000);
             ck_assert_msg(mark_all(seen, b, 64), "cycle %llu repeats an index",
@@ -204,27 +221,29 @@ START_TEST(cyclic_cycle_is_a_permutation_of_the_kept_indices)
         }
     }
     /* When the batch divides n, a cycle is every index exactly once. */
-    ZR_OK_CALL(zr_sampler_init(&sm, 1024, 64, ZR_CYCLIC, 11, 0, 1));
+    zr_sampler_free(sm);
+    ZR_OK_CALL(zr_sampler_create(&sm, 1024, 64, ZR_CYCLIC, 11, 0, 1));
     uint8_t seen[128] = {0};
     for (uint64_t j = 0; j < 16; j++) {
-        uint64_t *b = draw(&sm, 16 + j);
+        uint64_t *b = draw(sm, 16 + j);
         ck_assert(mark_all(seen, b, 64));
         free(b);
     }
     for (int i = 0; i < 128; i++)
         ck_assert_uint_eq(seen[i], 0xff);
+    zr_sampler_free(sm);
 }
 END_TEST
 
 START_TEST(cyclic_cycles_differ_and_drop_different_remainders)
 {
-    zr_sampler sm;
-    ZR_OK_CALL(zr_sampler_init(&sm, 1000, 64, ZR_CYCLIC, 3, 0, 1));
+    zr_sampler *sm = NULL;
+    ZR_OK_CALL(zr_sampler_create(&sm, 1000, 64, ZR_CYCLIC, 3, 0, 1));
     uint8_t kept[3][125] = {{0}};
     uint64_t order[3][960];
     for (uint64_t c = 0; c < 3; c++)
         for (uint64_t j = 0; j < 15; j++) {
-            uint64_t *b = draw(&sm, c * 15 + j);
+            uint64_t *b = draw(sm, c * 15 + j);
             memcpy(&order[c][j * 64], b, 64 * sizeof *b);
             ck_assert(mark_all(kept[c], b, 64));
             free(b);
@@ -239,6 +258,7 @@ START_TEST(cyclic_cycles_differ_and_drop_different_remainders)
     for (int v = 0; v < 1000; v++)
         both += !(kept[0][v / 8] >> (v % 8) & 1) && !(kept[1][v / 8] >> (v % 8) & 1);
     ck_assert_int_lt(both, 20);
+    zr_sampler_free(sm);
 }
 END_TEST
 
@@ -249,17 +269,18 @@ START_TEST(cyclic_every_batch_is_full)
     static const struct { uint64_t n, batch; } cases[] = {{1, 1}, {2, 1}, {3, 2}, {10, 3},
                                                           {17, 17}, {129, 64}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        zr_sampler sm;
-        ZR_OK_CALL(zr_sampler_init(&sm, cases[k].n, cases[k].batch, ZR_CYCLIC, k, 0, 1));
-        ck_assert_uint_eq(sm.per_cycle, cases[k].n / cases[k].batch);
-        for (uint64_t s = 0; s < 3 * sm.per_cycle + 1; s++) {
-            uint64_t *b = draw(&sm, s);
+        zr_sampler *sm = NULL;
+        ZR_OK_CALL(zr_sampler_create(&sm, cases[k].n, cases[k].batch, ZR_CYCLIC, k, 0, 1));
+        ck_assert_uint_eq(info_of(sm).per_cycle, cases[k].n / cases[k].batch);
+        for (uint64_t s = 0; s < 3 * info_of(sm).per_cycle + 1; s++) {
+            uint64_t *b = draw(sm, s);
             uint8_t seen[32] = {0};
             for (uint64_t i = 0; i < cases[k].batch; i++)
                 ck_assert_uint_lt(b[i], cases[k].n);
             ck_assert(mark_all(seen, b, cases[k].batch));
             free(b);
         }
+        zr_sampler_free(sm);
     }
 }
 END_TEST
@@ -275,13 +296,13 @@ START_TEST(cyclic_accepts_index_spaces_up_to_2_to_the_63)
     static const uint64_t spaces[] = {P2(63), P2(63) - 1, P2(62) + 1, P2(32) + 1};
     static const uint64_t steps[] = {0, 1, P2(40) + 3, UINT64_MAX};
     for (int k = 0; k < 4; k++) {
-        zr_sampler sm;
-        ZR_OK_CALL(zr_sampler_init(&sm, spaces[k], 2048, ZR_CYCLIC, 8, 0, 1));
-        ck_assert_uint_eq(sm.per_cycle, spaces[k] / 2048);
+        zr_sampler *sm = NULL;
+        ZR_OK_CALL(zr_sampler_create(&sm, spaces[k], 2048, ZR_CYCLIC, 8, 0, 1));
+        ck_assert_uint_eq(info_of(sm).per_cycle, spaces[k] / 2048);
         /* Steps 0 and 1 are in one cycle, so their 4096 indices are distinct. */
         uint64_t all[4096];
         for (int s = 0; s < 4; s++) {
-            uint64_t *b = draw(&sm, steps[s]);
+            uint64_t *b = draw(sm, steps[s]);
             for (int i = 0; i < 2048; i++)
                 ck_assert_uint_lt(b[i], spaces[k]);
             if (s < 2)
@@ -293,6 +314,7 @@ START_TEST(cyclic_accepts_index_spaces_up_to_2_to_the_63)
             ck_assert_uint_ne(all[i - 1], all[i]);
         /* A shuffle of a huge space reaches its upper half. */
         ck_assert_uint_ge(all[4095], spaces[k] / 2);
+        zr_sampler_free(sm);
     }
 }
 END_TEST
@@ -301,18 +323,19 @@ START_TEST(rank_shards_are_disjoint_and_make_up_the_global_batch)
 {
     static const int modes[] = {ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC};
     for (int m = 0; m < 3; m++) {
-        zr_sampler global;
-        ZR_OK_CALL(zr_sampler_init(&global, 1000, 64, modes[m], 77, 0, 1));
+        zr_sampler *global = NULL;
+        ZR_OK_CALL(zr_sampler_create(&global, 1000, 64, modes[m], 77, 0, 1));
         for (uint64_t step = 0; step < 40; step += 13) {
-            uint64_t *whole = draw(&global, step);
+            uint64_t *whole = draw(global, step);
             uint64_t joined[64];
             for (uint32_t r = 0; r < 4; r++) {
-                zr_sampler shard;
-                ZR_OK_CALL(zr_sampler_init(&shard, 1000, 16, modes[m], 77, r, 4));
-                ck_assert_uint_eq(shard.global, 64);
-                uint64_t *part = draw(&shard, step);
+                zr_sampler *shard = NULL;
+                ZR_OK_CALL(zr_sampler_create(&shard, 1000, 16, modes[m], 77, r, 4));
+                ck_assert_uint_eq(info_of(shard).global, 64);
+                uint64_t *part = draw(shard, step);
                 memcpy(&joined[r * 16], part, sizeof(uint64_t) * 16);
                 free(part);
+                zr_sampler_free(shard);
             }
             ck_assert_mem_eq(joined, whole, sizeof joined);
             if (modes[m] != ZR_IID) { /* without replacement: shards share no index */
@@ -324,6 +347,7 @@ START_TEST(rank_shards_are_disjoint_and_make_up_the_global_batch)
                     ck_assert_uint_eq(joined[i], (step * 64 + (uint64_t)i) % 1000);
             free(whole);
         }
+        zr_sampler_free(global);
     }
 }
 END_TEST
@@ -332,42 +356,77 @@ START_TEST(seeking_to_a_step_gives_the_batch_iterating_reaches)
 {
     static const int modes[] = {ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC};
     for (int m = 0; m < 3; m++) {
-        zr_sampler walk;
-        ZR_OK_CALL(zr_sampler_init(&walk, 500, 32, modes[m], 123, 1, 3));
+        zr_sampler *walk = NULL;
+        ZR_OK_CALL(zr_sampler_create(&walk, 500, 32, modes[m], 123, 1, 3));
         uint64_t kept[40][32];
         for (uint64_t s = 0; s < 40; s++)
-            ZR_OK_CALL(zr_sampler_batch(&walk, s, kept[s]));
+            ZR_OK_CALL(zr_sampler_batch(walk, s, kept[s]));
         /* A fresh sampler asked for steps out of order, across cycles. */
-        zr_sampler seek;
-        ZR_OK_CALL(zr_sampler_init(&seek, 500, 32, modes[m], 123, 1, 3));
+        zr_sampler *seek = NULL;
+        ZR_OK_CALL(zr_sampler_create(&seek, 500, 32, modes[m], 123, 1, 3));
         for (uint64_t s = 40; s-- > 0;) {
             uint64_t b[32];
-            ZR_OK_CALL(zr_sampler_batch(&seek, (s * 17) % 40, b));
+            ZR_OK_CALL(zr_sampler_batch(seek, (s * 17) % 40, b));
             ck_assert_mem_eq(b, kept[(s * 17) % 40], sizeof b);
         }
+        zr_sampler_free(walk);
+        zr_sampler_free(seek);
     }
 }
 END_TEST
 
 START_TEST(bad_sampler_parameters_are_refused)
 {
-    zr_sampler sm;
-    ZR_FAIL_CALL(zr_sampler_init(NULL, 10, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 0, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, P2(63) + 1, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 0, ZR_IID, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 11, ZR_SEQUENTIAL, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 4, ZR_CYCLIC, 0, 0, 3), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 1, ZR_IID, 0, 3, 3), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 1, ZR_IID, 0, 0, 0), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, 10, 1, 0, 0, 0, 1), ZR_EINVAL);
-    ZR_FAIL_CALL(zr_sampler_init(&sm, P2(63), P2(62), ZR_IID, 0, 0, 1u << 31), ZR_EINVAL);
-    ZR_OK_CALL(zr_sampler_init(&sm, 10, 10, ZR_CYCLIC, 0, 0, 1));
+    zr_sampler *sm = (zr_sampler *)&sm; /* must be reset to NULL */
+    ZR_FAIL_CALL(zr_sampler_create(NULL, 10, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 0, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
+    ck_assert_ptr_null(sm);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, P2(63) + 1, 1, ZR_IID, 0, 0, 1), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 0, ZR_IID, 0, 0, 1), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 11, ZR_SEQUENTIAL, 0, 0, 1), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 4, ZR_CYCLIC, 0, 0, 3), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 1, ZR_IID, 0, 3, 3), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 1, ZR_IID, 0, 0, 0), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, 10, 1, 0, 0, 0, 1), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_create(&sm, P2(63), P2(62), ZR_IID, 0, 0, 1u << 31), ZR_EINVAL);
+    ZR_OK_CALL(zr_sampler_create(&sm, 10, 10, ZR_CYCLIC, 0, 0, 1));
     uint64_t out[10];
-    ZR_FAIL_CALL(zr_sampler_batch(&sm, 0, NULL), ZR_EINVAL);
-    zr_sampler zero;
-    memset(&zero, 0, sizeof zero);
-    ZR_FAIL_CALL(zr_sampler_batch(&zero, 0, out), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_batch(sm, 0, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_batch(NULL, 0, out), ZR_EINVAL);
+    zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+    ZR_FAIL_CALL(zr_sampler_get_info(NULL, &info), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_sampler_get_info(sm, NULL), ZR_EINVAL);
+    zr_sampler_free(sm);
+    zr_sampler_free(NULL);
+}
+END_TEST
+
+/* The info gives back what the sampler was made with and what follows
+ * from it, and fills only what its size covers (loaderx.h, "Sized
+ * structs"). */
+START_TEST(info_describes_the_sampler)
+{
+    zr_sampler *sm;
+    ZR_OK_CALL(zr_sampler_create(&sm, 1000, 16, ZR_CYCLIC, 77, 2, 4));
+    zr_sampler_info info = info_of(sm);
+    ck_assert_uint_eq(info.size, sizeof info);
+    ck_assert_uint_eq(info.n, 1000);
+    ck_assert_uint_eq(info.batch, 16);
+    ck_assert_uint_eq(info.global, 64);
+    ck_assert_uint_eq(info.per_cycle, 1000 / 64);
+    ck_assert_uint_eq(info.seed, 77);
+    ck_assert_uint_eq(info.rank, 2);
+    ck_assert_uint_eq(info.world, 4);
+    ck_assert_int_eq(info.mode, ZR_CYCLIC);
+    zr_sampler_info old;
+    memset(&old, 0xa5, sizeof old);
+    old.size = offsetof(zr_sampler_info, mode);
+    ZR_OK_CALL(zr_sampler_get_info(sm, &old));
+    ck_assert_uint_eq(old.world, 4);
+    ck_assert_int_eq(old.mode, (int)0xa5a5a5a5);
+    zr_sampler_info zero = {0};
+    ZR_FAIL_CALL(zr_sampler_get_info(sm, &zero), ZR_EINVAL);
+    zr_sampler_free(sm);
 }
 END_TEST
 
@@ -387,6 +446,7 @@ Suite *suite_sampler(void)
     tcase_add_test(tc, rank_shards_are_disjoint_and_make_up_the_global_batch);
     tcase_add_test(tc, seeking_to_a_step_gives_the_batch_iterating_reaches);
     tcase_add_test(tc, bad_sampler_parameters_are_refused);
+    tcase_add_test(tc, info_describes_the_sampler);
     suite_add_tcase(s, tc);
     return s;
 }

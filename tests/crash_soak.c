@@ -152,7 +152,8 @@ int main(int argc, char **argv)
     store_path = path;
     zr_testing_set_geometry(64 << 10, 256);
     zr_store *s;
-    if (zr_ragged_create(&s, path, "|u1", &(zr_create_opts){.codec = ZR_CODEC_ZSTD}) != 0) {
+    if (zr_ragged_create(&s, path, "|u1", &(zr_create_opts){.size = sizeof(zr_create_opts),
+                                                            .codec = ZR_CODEC_ZSTD}) != 0) {
         fprintf(stderr, "crash_soak: create: %s\n", zr_last_error());
         return 1;
     }

@@ -5,6 +5,7 @@
 #include <check.h>
 
 #define ZR_SUITES \
+    ZR_SUITE(abi) \
     ZR_SUITE(sampler) \
     ZR_SUITE(loader) \
     ZR_SUITE(format) \

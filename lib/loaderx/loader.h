@@ -51,11 +51,15 @@
  *    records every cycle because the permutation changes. Nothing the size
  *    of the index space is ever held in memory.
  *
- * The struct belongs to the caller (it may live on the stack; there is
- * nothing to free). zr_sampler_init sets every field; the caller may read
- * them and must not change them.
+ * A sampler is an opaque handle: zr_sampler_create makes one and
+ * zr_sampler_free frees it; zr_sampler_get_info tells its parameters.
  */
-typedef struct zr_sampler {
+typedef struct zr_sampler zr_sampler;
+
+/* What a sampler was made with and what follows from it: a sized struct
+ * (loaderx.h), filled by zr_sampler_get_info. */
+typedef struct zr_sampler_info {
+    size_t size;        /* set by the caller: sizeof(zr_sampler_info) */
     uint64_t n;         /* the index space: indices are in [0, n) */
     uint64_t batch;     /* indices per batch on this rank */
     uint64_t global;    /* indices per global batch: batch * world */
@@ -64,23 +68,32 @@ typedef struct zr_sampler {
     uint32_t rank;
     uint32_t world;
     int mode;           /* ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC */
-    uint32_t bits;      /* private: ZR_CYCLIC's permutation domain is 2^bits */
-    uint64_t key;       /* private: derived from seed */
-} zr_sampler;
+} zr_sampler_info;
 
-/* Set up *sm. n is the index space (1 <= n <= ZR_SAMPLER_MAX_N), batch the
- * indices per step on this rank, mode one of the ZR_* modes above, rank in
- * [0, world). The global batch, batch * world, must be at least 1 and at
- * most n, in every mode. Returns 0, or ZR_EINVAL for a NULL sm or any
- * parameter out of range (then *sm is zeroed). Thread-safe. */
-ZR_API int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
-                           uint64_t seed, uint32_t rank, uint32_t world);
+#define ZR_SAMPLER_INFO_INIT {.size = sizeof(zr_sampler_info)}
 
-/* Write this rank's sm->batch indices of step into out. Any step from 0 to
+/* Make a sampler in *out. n is the index space (1 <= n <=
+ * ZR_SAMPLER_MAX_N), batch the indices per step on this rank, mode one of
+ * the ZR_* modes above, rank in [0, world). The global batch, batch *
+ * world, must be at least 1 and at most n, in every mode. Returns 0,
+ * ZR_EINVAL for a NULL out or any parameter out of range, or ZR_ENOMEM;
+ * on failure *out is NULL. Thread-safe. */
+ZR_API int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
+                             uint64_t seed, uint32_t rank, uint32_t world);
+
+/* Free a sampler made by zr_sampler_create. Accepts NULL. */
+ZR_API void zr_sampler_free(zr_sampler *sm);
+
+/* Write this rank's batch indices of step into out. Any step from 0 to
  * UINT64_MAX may be asked for, in any order. Returns 0, or ZR_EINVAL if sm
- * or out is NULL or sm was not set up by zr_sampler_init. Thread-safe: it
- * only reads *sm, so any number of threads may call it at once. */
+ * or out is NULL. Thread-safe: it only reads *sm, so any number of threads
+ * may call it at once. */
 ZR_API int zr_sampler_batch(const zr_sampler *sm, uint64_t step, uint64_t *out);
+
+/* Fill the fields of *info that info->size covers (set it first, with
+ * ZR_SAMPLER_INFO_INIT). Returns 0, or ZR_EINVAL for a NULL argument or a
+ * size refused as loaderx.h's "Sized structs" says. Thread-safe. */
+ZR_API int zr_sampler_get_info(const zr_sampler *sm, zr_sampler_info *info);
 
 /* ---- Loader ----------------------------------------------------------- */
 
@@ -125,9 +138,11 @@ typedef struct zr_batch {
  * call zr_loader_next on its own loader (ZR_EINVAL). Transforms run on several batches at once when threads > 1. */
 typedef int (*zr_transform_fn)(zr_batch *b, void *user);
 
-/* How a loader samples and prefetches. A zeroed struct is not valid:
- * mode and batch must be set. */
+/* How a loader samples and prefetches, a sized struct (loaderx.h). Start
+ * from ZR_LOADER_OPTS_INIT: the defaults are not enough, mode and batch
+ * must be set. */
 typedef struct zr_loader_opts {
+    size_t size;              /* sizeof(zr_loader_opts), as ZR_LOADER_OPTS_INIT sets it */
     int mode;                 /* ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC */
     uint64_t batch;           /* records per batch on this rank */
     uint64_t seed;
@@ -140,6 +155,8 @@ typedef struct zr_loader_opts {
     void *user;                           /* passed to transform and aux_free */
     void (*aux_free)(void *aux, void *user); /* may be NULL */
 } zr_loader_opts;
+
+#define ZR_LOADER_OPTS_INIT {.size = sizeof(zr_loader_opts)}
 
 /* Largest depth and number of worker threads a loader accepts. */
 #define ZR_LOADER_MAX_DEPTH 1024
@@ -166,8 +183,9 @@ typedef struct zr_loader_opts {
  *
  * Errors: ZR_EINVAL (NULL argument, no streams, duplicate name, streams of
  * different lengths, empty streams, a sampler parameter out of range,
- * depth or threads over their limits), ZR_ENOMEM, ZR_EIO (a thread could
- * not be started). On failure *out is NULL.
+ * depth or threads over their limits, an opts size refused as loaderx.h's
+ * "Sized structs" says), ZR_ENOMEM, ZR_EIO (a thread could not be
+ * started). On failure *out is NULL.
  */
 ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char *const *names,
                             size_t nstreams, const zr_loader_opts *opts);
@@ -205,7 +223,9 @@ ZR_API zr_column *zr_batch_column(zr_batch *b, const char *name);
  * Call it from the thread that calls zr_loader_next. */
 ZR_API uint64_t zr_loader_step(const zr_loader *ld);
 
-/* The sampler the loader draws from. Valid until zr_loader_destroy. */
+/* The sampler the loader draws from, for zr_sampler_batch and
+ * zr_sampler_get_info (not zr_sampler_free). Valid until
+ * zr_loader_destroy. */
 ZR_API const zr_sampler *zr_loader_sampler(const zr_loader *ld);
 
 /* Stop the workers, wait for the ones busy with a batch to finish their

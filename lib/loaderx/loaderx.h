@@ -6,11 +6,16 @@
  *
  * Conventions used by every function below:
  *  - Fallible calls return int: 0 on success, a negative ZR_E* code on
- *    failure. The codes are pinned forever.
+ *    failure, never a negative errno value. The codes are pinned forever.
  *  - After a failure, zr_last_error() gives a message naming the file, the
- *    entry and the detail. The message is per thread, like errno.
+ *    entry and the detail, and zr_last_error_code() its code. Both are per
+ *    thread, like errno.
  *  - Handles are opaque and created through out-parameters. Close and free
  *    functions return void and accept NULL.
+ *  - The structs that may gain fields (options, results, reports) begin
+ *    with size_t size, so that a program compiled against one version of
+ *    this header runs against a later library, and against an earlier one
+ *    while it leaves the newer fields at zero. See "Sized structs" below.
  *  - Nothing here prints, exits or aborts on bad input or a corrupt store.
  *  - Everything read from disk is validated before use: a damaged store gives
  *    ZR_ECORRUPT, never a crash or a silently wrong record.
@@ -31,28 +36,32 @@ extern "C" {
 #define ZR_API
 #endif
 
-#define ZR_VERSION_MAJOR 0
-#define ZR_VERSION_MINOR 1
-#define ZR_VERSION_PATCH 0
+/* ZR_VERSION_MAJOR, _MINOR, _PATCH, _NUMBER and _STRING: the version of
+ * these headers, which configure writes. */
+#include "loaderx/version.h"
 
-/* Status codes. Values are pinned: never renumber, only append. */
+/* Status codes. The failure codes lie in a range of their own, -30700
+ * down to -30779: clear of negative errno values (-1 to -4095), which a
+ * caller such as a FUSE driver may carry in the same int, and of LMDB's
+ * codes (-30780 to -30799). The values are pinned from now on: a code is
+ * never renumbered, and a new one takes the next number down. */
 #define ZR_OK 0
-#define ZR_EINVAL -1     /* a bad argument (NULL pointer, bad flag, bad dtype string) */
-#define ZR_ENOMEM -2     /* an allocation failed */
-#define ZR_EIO -3        /* the operating system reported an I/O error */
-#define ZR_ECORRUPT -4   /* the store on disk is damaged or malformed */
-#define ZR_ENOTSTORE -5  /* the path does not hold a store */
-#define ZR_EEXIST -6     /* create: the path holds a store or other files */
-#define ZR_EBUSY -7      /* the store is locked by another handle or process */
-#define ZR_ERANGE -8     /* an index is out of range */
-#define ZR_EDTYPE -9     /* the data's dtype differs from the store's */
-#define ZR_ESHAPE -10    /* the data's item shape differs from the store's */
-#define ZR_ETOOBIG -11   /* a record is larger than ZR_MAX_RECORD bytes */
-#define ZR_EEMPTY -12    /* a record has zero bytes */
-#define ZR_EROFS -13     /* a write through a read-only handle */
-#define ZR_EKIND -14     /* a Dense call on a Ragged store or the reverse */
-#define ZR_ECODEC -15    /* compression, decompression setup or dictionary training failed */
-#define ZR_ENOSPC -16    /* the disk is full */
+#define ZR_EINVAL (-30700)    /* a bad argument (NULL pointer, bad flag, bad dtype string) */
+#define ZR_ENOMEM (-30701)    /* an allocation failed */
+#define ZR_EIO (-30702)       /* the operating system reported an I/O error */
+#define ZR_ECORRUPT (-30703)  /* the store on disk is damaged or malformed */
+#define ZR_ENOTSTORE (-30704) /* the path does not hold a store */
+#define ZR_EEXIST (-30705)    /* create: the path holds a store or other files */
+#define ZR_EBUSY (-30706)     /* the store is locked by another handle or process */
+#define ZR_ERANGE (-30707)    /* an index is out of range */
+#define ZR_EDTYPE (-30708)    /* the data's dtype differs from the store's */
+#define ZR_ESHAPE (-30709)    /* the data's item shape differs from the store's */
+#define ZR_ETOOBIG (-30710)   /* a record is larger than ZR_MAX_RECORD bytes */
+#define ZR_EEMPTY (-30711)    /* a record has zero bytes */
+#define ZR_EROFS (-30712)     /* a write through a read-only handle */
+#define ZR_EKIND (-30713)     /* a Dense call on a Ragged store or the reverse */
+#define ZR_ECODEC (-30714)    /* compression, decompression setup or dictionary training failed */
+#define ZR_ENOSPC (-30715)    /* the disk is full */
 
 /* Largest physical record (a Ragged record counts its shape prefix). */
 #define ZR_MAX_RECORD ((uint64_t)1 << 31)
@@ -88,15 +97,41 @@ extern "C" {
 
 typedef struct zr_store zr_store;
 
-/* Options for creating a store. A zeroed struct (or NULL opts) means raw,
- * no dictionary: a C caller gets nothing it did not ask for from a struct
- * it zeroed. zr create, zr import and the Python binding default to zstd
- * instead; pass ZR_CODEC_ZSTD here for the same. */
+/*
+ * Sized structs. A struct a caller passes in (options) or has filled
+ * (results) begins with size_t size, which the caller sets to the struct's
+ * sizeof in the header it was compiled against; the ZR_*_INIT macros do
+ * that and zero every other field:
+ *
+ *     zr_create_opts o = ZR_CREATE_OPTS_INIT;
+ *     o.codec = ZR_CODEC_ZSTD;
+ *
+ * Fields are only ever added at the end, and a field's zero is its
+ * default. So the library accepts a smaller size, from a caller built
+ * against an older header: the fields past it take their defaults, or are
+ * not written. It accepts a larger size, from a newer header, when every
+ * byte past the fields it knows is zero (the newer fields are left at
+ * their defaults), and refuses it with ZR_EINVAL when one is not, since
+ * the caller asked for something this library cannot do. A size too small
+ * to hold the first field after size, 0 in particular, is ZR_EINVAL too.
+ *
+ * A struct the library allocates (zr_verify_report, zr_problem) carries
+ * the size the library gave it: a caller checks that size covers a field
+ * before reading it, in case the library is older than its header.
+ */
+
+/* Options for creating a store. The defaults (every field 0) mean raw, no
+ * dictionary, and a NULL opts means the same: a C caller gets nothing it
+ * did not ask for. zr create, zr import and the Python binding default to
+ * zstd instead; set codec to ZR_CODEC_ZSTD here for the same. */
 typedef struct zr_create_opts {
+    size_t size;       /* sizeof(zr_create_opts), as ZR_CREATE_OPTS_INIT sets it */
     int codec;         /* ZR_CODEC_* */
     const void *dict;  /* ZR_CODEC_ZSTD_DICT only: the trained dictionary */
     size_t dict_len;   /* its size in bytes; must be > 0 for zstd_dict */
 } zr_create_opts;
+
+#define ZR_CREATE_OPTS_INIT {.size = sizeof(zr_create_opts)}
 
 /* One Ragged record to append: its bytes and its shape (host order). */
 typedef struct zr_rec {
@@ -126,10 +161,29 @@ typedef struct zr_ragged_batch {
  * Never NULL; unknown codes give a generic text. Thread-safe. */
 ZR_API const char *zr_strerror(int code);
 
-/* The message of the last failed call made by this thread: the code's text
- * plus the file, entry and detail. Valid until this thread's next failing
- * call. Never NULL (empty before any failure). */
+/* The message of the last failed call made by this thread: what went
+ * wrong, naming the file, the entry and the detail, without the code's
+ * name (zr_last_error_code and zr_strerror give that), e.g. "data/0.loc
+ * entry 7 (record 7): entry is out of bounds or inconsistent". A failure
+ * without more to say gives the meaning of its code ("store is corrupt").
+ * Valid until this thread's next failing call. Never NULL (empty before
+ * any failure). */
 ZR_API const char *zr_last_error(void);
+
+/* The code of the failure zr_last_error describes: ZR_OK before any
+ * failure on this thread, and like errno left as it is by a call that
+ * succeeds. */
+ZR_API int zr_last_error_code(void);
+
+/* ---- Version --------------------------------------------------------- */
+
+/* The version of the library that is running, as MAJOR * 10000 + MINOR *
+ * 100 + PATCH: the ZR_VERSION_NUMBER it was built with, which may be newer
+ * than the one a caller was compiled against. Thread-safe. */
+ZR_API int zr_version(void);
+
+/* The same version as "MAJOR.MINOR.PATCH". Never NULL. Thread-safe. */
+ZR_API const char *zr_version_string(void);
 
 /* ---- dtype helpers --------------------------------------------------- */
 
@@ -143,12 +197,13 @@ ZR_API int64_t zr_dtype_itemsize(const char *dtype);
 /* Create a new Dense store at path whose records all have the given dtype
  * and item shape (ndim may be 0 for scalar records). path must be a new
  * folder (missing parent folders are created) or an empty one: a store has
- * its folder to itself. The store is returned open read-write.
+ * its folder to itself. The store is returned open read-write. opts may
+ * be NULL for the defaults.
  * Errors: ZR_EEXIST (path holds a store, holds other files, or is not a
- * folder), ZR_EINVAL (empty path, bad dtype,
- * zero dimension, bad codec, zstd_dict without a dictionary), ZR_ETOOBIG
- * (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO, ZR_ENOSPC,
- * ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
+ * folder), ZR_EINVAL (empty path, bad dtype, zero dimension, bad codec,
+ * zstd_dict without a dictionary, an opts size refused as "Sized structs"
+ * says), ZR_ETOOBIG (record width over ZR_MAX_RECORD), ZR_EBUSY, ZR_EIO,
+ * ZR_ENOSPC, ZR_ECODEC (the dictionary is not usable), ZR_ENOMEM. */
 ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
                            const uint64_t *item_shape, uint32_t ndim,
                            const zr_create_opts *opts);
@@ -284,6 +339,7 @@ ZR_API void zr_set_progress(zr_store *s, zr_progress_fn fn, void *user);
 
 /* Space accounting of a store. */
 typedef struct zr_stats {
+    size_t size;          /* set by the caller: sizeof(zr_store_stats) */
     uint64_t records;     /* committed records */
     uint64_t live_bytes;  /* stored bytes of live records */
     uint64_t chunk_bytes; /* bytes held by chunk files */
@@ -292,8 +348,12 @@ typedef struct zr_stats {
     uint64_t dict_bytes;  /* size of dict.zr, 0 without one */
 } zr_store_stats;
 
-/* Fill *st. Reads the whole record table (O(records)). Errors:
- * ZR_ECORRUPT, ZR_EINVAL. Thread rules: as a gather. */
+#define ZR_STORE_STATS_INIT {.size = sizeof(zr_store_stats)}
+
+/* Fill the fields of *st that st->size covers (set it first, with
+ * ZR_STORE_STATS_INIT). Reads the whole record table (O(records)).
+ * Errors: ZR_ECORRUPT, ZR_EINVAL (also a size refused as "Sized structs"
+ * says). Thread rules: as a gather. */
 ZR_API int zr_stats(zr_store *s, zr_store_stats *st);
 
 /* Delete the records idx[0..n) by swap-last: the batch is applied in
@@ -307,31 +367,41 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
 
 /* What a compaction did. */
 typedef struct zr_compact_result {
+    size_t size;           /* set by the caller: sizeof(zr_compact_result) */
     uint64_t records_moved;
     uint64_t bytes_before; /* chunk bytes before */
     uint64_t bytes_after;  /* chunk bytes after */
 } zr_compact_result;
 
+#define ZR_COMPACT_RESULT_INIT {.size = sizeof(zr_compact_result)}
+
 /* Rewrite the live records in place in physical order so that the chunks
  * hold no garbage, then remove surplus chunks and table segments. A record
  * never moves to a higher address, so an interrupted compaction leaves a
- * valid store and running it again finishes the work. res may be NULL.
+ * valid store and running it again finishes the work. res may be NULL;
+ * otherwise the fields res->size covers are filled (set it first, with
+ * ZR_COMPACT_RESULT_INIT), and a size refused as "Sized structs" says
+ * gives ZR_EINVAL before anything moves.
  * Errors: ZR_EROFS, ZR_EBUSY (as zr_sync), ZR_ECORRUPT, ZR_EIO, ZR_ENOSPC,
- * ZR_ENOMEM. Thread rules: as zr_delete. */
+ * ZR_ENOMEM, ZR_EINVAL. Thread rules: as zr_delete. */
 ZR_API int zr_compact(zr_store *s, zr_compact_result *res);
 
 /* One problem found by zr_verify. */
 typedef struct zr_problem {
+    size_t size;      /* set by the library: the sizeof it knows */
     char file[64];    /* e.g. "0.loc", "3.chunk", "meta.zr" */
     uint64_t entry;   /* record index, or UINT64_MAX when not about a record */
     char what[192];   /* what is wrong */
 } zr_problem;
 
+/* What zr_verify found. The problems it lists are read through
+ * zr_verify_problem, which steps through them by the library's sizeof,
+ * whatever the caller's. */
 typedef struct zr_verify_report {
+    size_t size;            /* set by the library: the sizeof it knows */
     uint64_t records_checked;
     uint64_t nproblems;     /* problems found */
-    size_t nlisted;         /* problems listed below (at most 1000) */
-    zr_problem *problems;
+    size_t nlisted;         /* problems listed (at most 1000) */
 } zr_verify_report;
 
 /* Scan the whole store: every table entry in bounds, every record decodes
@@ -342,6 +412,10 @@ typedef struct zr_verify_report {
  * code when the scan itself could not run. Thread rules: as a gather. */
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out);
 ZR_API void zr_verify_report_free(zr_verify_report *r);
+
+/* Listed problem k of r (k < r->nlisted), or NULL for a NULL r or a k out
+ * of range. Valid until zr_verify_report_free. Thread-safe. */
+ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
 
 /* ---- Dictionary training --------------------------------------------- */
 

@@ -8,9 +8,10 @@
 The package binds libloaderx (cffi, ABI mode) and returns NumPy arrays.
 ``loaderx.library_path`` says which copy of the library was loaded; set
 LOADERX_LIBRARY to the path of libloaderx.so to choose one.
+``loaderx.__version__`` is that library's version.
 """
 
-from ._lib import library_path
+from ._lib import library_path, version_string
 from .errors import (CodecError, CorruptStoreError, DtypeMismatchError,
                      EmptyRecordError, IndexOutOfRangeError,
                      InvalidArgumentError, InvalidIndexError, NoSpaceError, ReadOnlyStoreError,
@@ -22,7 +23,7 @@ from .zsampler import Sampler
 from .dataloader import DataLoader
 from .utils import train_dict
 
-__version__ = "0.1.0"
+__version__ = version_string()
 
 __all__ = [
     "DenseStore", "RaggedStore", "open_store", "DataLoader", "Sampler",

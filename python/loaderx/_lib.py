@@ -32,6 +32,7 @@ CDEF = r"""
 typedef struct zr_store zr_store;
 
 typedef struct zr_create_opts {
+    size_t size;
     int codec;
     const void *dict;
     size_t dict_len;
@@ -51,6 +52,7 @@ typedef struct zr_view {
 } zr_view;
 
 typedef struct zr_stats {
+    size_t size;
     uint64_t records;
     uint64_t live_bytes;
     uint64_t chunk_bytes;
@@ -60,26 +62,32 @@ typedef struct zr_stats {
 } zr_store_stats;
 
 typedef struct zr_compact_result {
+    size_t size;
     uint64_t records_moved;
     uint64_t bytes_before;
     uint64_t bytes_after;
 } zr_compact_result;
 
 typedef struct zr_problem {
+    size_t size;
     char file[64];
     uint64_t entry;
     char what[192];
 } zr_problem;
 
 typedef struct zr_verify_report {
+    size_t size;
     uint64_t records_checked;
     uint64_t nproblems;
     size_t nlisted;
-    zr_problem *problems;
 } zr_verify_report;
+
+int zr_version(void);
+const char *zr_version_string(void);
 
 const char *zr_strerror(int code);
 const char *zr_last_error(void);
+int zr_last_error_code(void);
 int64_t zr_dtype_itemsize(const char *dtype);
 
 int zr_dense_create(zr_store **out, const char *path, const char *dtype,
@@ -117,6 +125,7 @@ int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
 int zr_compact(zr_store *s, zr_compact_result *res);
 int zr_verify(zr_store *s, zr_verify_report **out);
 void zr_verify_report_free(zr_verify_report *r);
+const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
 
 int zr_train_dict_buffer(const void *buf, size_t width, size_t n, int tier,
                          void **dict, size_t *dict_len);
@@ -126,7 +135,10 @@ int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len);
 int zr_tier_sizes(int tier, size_t *dict_bytes, size_t *sample_bytes);
 int zr_threads(void);
 
-typedef struct zr_sampler {
+typedef struct zr_sampler zr_sampler;
+
+typedef struct zr_sampler_info {
+    size_t size;
     uint64_t n;
     uint64_t batch;
     uint64_t global;
@@ -135,13 +147,13 @@ typedef struct zr_sampler {
     uint32_t rank;
     uint32_t world;
     int mode;
-    uint32_t bits;
-    uint64_t key;
-} zr_sampler;
+} zr_sampler_info;
 
-int zr_sampler_init(zr_sampler *sm, uint64_t n, uint64_t batch, int mode,
-                    uint64_t seed, uint32_t rank, uint32_t world);
+int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
+                      uint64_t seed, uint32_t rank, uint32_t world);
+void zr_sampler_free(zr_sampler *sm);
 int zr_sampler_batch(const zr_sampler *sm, uint64_t step, uint64_t *out);
+int zr_sampler_get_info(const zr_sampler *sm, zr_sampler_info *info);
 
 typedef struct zr_loader zr_loader;
 
@@ -167,6 +179,7 @@ typedef struct zr_batch {
 typedef int (*zr_transform_fn)(zr_batch *b, void *user);
 
 typedef struct zr_loader_opts {
+    size_t size;
     int mode;
     uint64_t batch;
     uint64_t seed;
@@ -195,22 +208,22 @@ void zr_loader_destroy(zr_loader *ld);
 # plain Python numbers because cffi's cdef cannot evaluate the header's
 # macro expressions.
 ZR_OK = 0
-ZR_EINVAL = -1
-ZR_ENOMEM = -2
-ZR_EIO = -3
-ZR_ECORRUPT = -4
-ZR_ENOTSTORE = -5
-ZR_EEXIST = -6
-ZR_EBUSY = -7
-ZR_ERANGE = -8
-ZR_EDTYPE = -9
-ZR_ESHAPE = -10
-ZR_ETOOBIG = -11
-ZR_EEMPTY = -12
-ZR_EROFS = -13
-ZR_EKIND = -14
-ZR_ECODEC = -15
-ZR_ENOSPC = -16
+ZR_EINVAL = -30700
+ZR_ENOMEM = -30701
+ZR_EIO = -30702
+ZR_ECORRUPT = -30703
+ZR_ENOTSTORE = -30704
+ZR_EEXIST = -30705
+ZR_EBUSY = -30706
+ZR_ERANGE = -30707
+ZR_EDTYPE = -30708
+ZR_ESHAPE = -30709
+ZR_ETOOBIG = -30710
+ZR_EEMPTY = -30711
+ZR_EROFS = -30712
+ZR_EKIND = -30713
+ZR_ECODEC = -30714
+ZR_ENOSPC = -30715
 
 ZR_MAX_RECORD = 1 << 31
 ZR_MAX_NDIM = 32
@@ -242,7 +255,8 @@ ZR_LOADER_MAX_THREADS = 256
 # or foreign library, and is reported as such rather than failing later at
 # the first call that happens to need one.
 _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
-             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy")
+             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy",
+             "zr_version_string")
 
 _SONAMES = ("libloaderx.so.0", "libloaderx.so")
 
@@ -345,6 +359,19 @@ def _load(package_dir, environ):
 lib, library_path = _load(os.path.dirname(os.path.abspath(__file__)),
                           os.environ)
 libc = ffi.dlopen(None)
+
+
+def new_sized(ctype):
+    """A zeroed struct of ctype (a sized struct of loaderx.h) whose size
+    field says it is this binding's declaration of it."""
+    p = ffi.new(ctype + " *")
+    p.size = ffi.sizeof(ctype)
+    return p
+
+
+def version_string():
+    """The version of the library that was loaded, "MAJOR.MINOR.PATCH"."""
+    return ffi.string(lib.zr_version_string()).decode("ascii")
 
 
 def last_error():

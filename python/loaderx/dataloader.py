@@ -345,7 +345,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
-        opts = ffi.new("zr_loader_opts *")
+        opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
         opts.batch = int(batch_size)
         opts.seed = int(seed)
@@ -400,7 +400,9 @@ class DataLoader:
                 raise invalid("the DataLoader is closed")
             # The loader's index space is the streams' length when it was
             # created, whatever was appended since.
-            n = int(lib.zr_loader_sampler(h.ptr).n)
+            info = _lib.new_sized("zr_sampler_info")
+            check(lib.zr_sampler_get_info(lib.zr_loader_sampler(h.ptr), info))
+            n = int(info.n)
             step = int(lib.zr_loader_step(h.ptr))
         seed, rank, world = self._params
         return Sampler(n, self._batch_size, self._mode, seed=seed, rank=rank,

@@ -17,8 +17,9 @@ from . import _lib
 class StoreError(Exception):
     """A libloaderx call failed.
 
-    ``code`` is the library's ZR_E* status code (a negative number) and
-    ``message`` the library's description of what went wrong.
+    ``code`` is the library's ZR_E* status code (a negative number, from
+    -30700 down) and ``message`` the library's description of what went
+    wrong, which names the file and the entry but not the code.
     """
 
     code = None
@@ -142,6 +143,6 @@ def check(code):
 
 
 def invalid(message, cls=InvalidArgumentError):
-    """An exception for a check the binding makes itself, its message
-    prefixed with the code's name as the library's messages are."""
-    return cls(f"{_lib.strerror(cls.code).split(':')[0]}: {message}")
+    """An exception for a check the binding makes itself: like the
+    library's, its message says what is wrong and its code is the class's."""
+    return cls(message)

@@ -170,7 +170,7 @@ def _create_opts(codec, dict_bytes):
     if codec not in CODECS:
         raise invalid(f"unknown codec {codec!r}; expected one of "
                       f"{', '.join(CODECS)}")
-    opts = ffi.new("zr_create_opts *")
+    opts = _lib.new_sized("zr_create_opts")
     opts.codec = CODECS[codec]
     keep = None
     if codec == "zstd_dict":
@@ -516,7 +516,7 @@ class _Store:
         Returns {'records_moved', 'bytes_before', 'bytes_after'}. Needs a
         writable handle that nothing else is using.
         """
-        res = ffi.new("zr_compact_result *")
+        res = _lib.new_sized("zr_compact_result")
         ptr = self._enter(exclusive=True)
         try:
             check(lib.zr_compact(ptr, res))
@@ -533,7 +533,7 @@ class _Store:
         (bytes held by chunk files), reclaimable (what compact may free),
         codec and dict_bytes (0 without a dictionary).
         """
-        st = ffi.new("zr_store_stats *")
+        st = _lib.new_sized("zr_store_stats")
         ptr = self._enter()
         try:
             check(lib.zr_stats(ptr, st))
@@ -563,7 +563,7 @@ class _Store:
                 check(rc)
             problems = []
             for k in range(rep.nlisted if rep != ffi.NULL else 0):
-                p = rep.problems[k]
+                p = lib.zr_verify_problem(rep, k)
                 entry = None if p.entry == 2**64 - 1 else int(p.entry)
                 problems.append((ffi.string(p.file).decode(), entry,
                                  ffi.string(p.what).decode()))
@@ -880,7 +880,7 @@ def _ragged_records(words, offsets, sizes, dtype, scalar):
         w = off // 8
         ndim = int(prefix[w])
         if ndim > _lib.ZR_MAX_NDIM or 8 * (1 + ndim) > size:
-            raise StoreError(f"ZR_ECORRUPT: record prefix ndim {ndim} does not "
+            raise StoreError(f"record prefix ndim {ndim} does not "
                              f"fit its {size} bytes", _lib.ZR_ECORRUPT)
         shape = tuple(prefix[w + 1:w + 1 + ndim].tolist())
         start = off + 8 * (1 + ndim)

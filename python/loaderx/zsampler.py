@@ -59,23 +59,26 @@ class Sampler:
             raise invalid(f"no sampler for n={n}, batch_size={batch_size}, "
                           f"rank={rank}, world={world}: need 0 <= rank < "
                           "world and 1 <= batch_size * world <= n")
-        self._sm = ffi.new("zr_sampler *")
-        check(lib.zr_sampler_init(self._sm, int(n), int(batch_size), int(mode),
-                                  int(seed), int(rank), int(world)))
+        out = ffi.new("zr_sampler **")
+        check(lib.zr_sampler_create(out, int(n), int(batch_size), int(mode),
+                                    int(seed), int(rank), int(world)))
+        self._sm = ffi.gc(out[0], lib.zr_sampler_free)
+        self._info = _lib.new_sized("zr_sampler_info")
+        check(lib.zr_sampler_get_info(self._sm, self._info))
         self._mode = mode
         self.step = int(start_step)
 
-    n = property(lambda self: int(self._sm.n),
+    n = property(lambda self: int(self._info.n),
                  doc="The index space: indices are in [0, n).")
-    batch_size = property(lambda self: int(self._sm.batch),
+    batch_size = property(lambda self: int(self._info.batch),
                           doc="Indices per batch on this rank.")
-    global_batch = property(lambda self: int(getattr(self._sm, "global")),
+    global_batch = property(lambda self: int(getattr(self._info, "global")),
                             doc="Indices per global batch: batch_size * world.")
-    per_cycle = property(lambda self: int(self._sm.per_cycle),
+    per_cycle = property(lambda self: int(self._info.per_cycle),
                          doc="CYCLIC: steps per cycle; 0 in the other modes.")
-    seed = property(lambda self: int(self._sm.seed))
-    rank = property(lambda self: int(self._sm.rank))
-    world = property(lambda self: int(self._sm.world))
+    seed = property(lambda self: int(self._info.seed))
+    rank = property(lambda self: int(self._info.rank))
+    world = property(lambda self: int(self._info.world))
     mode = property(lambda self: self._mode)
 
     def batch(self, step):
@@ -84,7 +87,7 @@ class Sampler:
             raise invalid(f"a step is an integer, not {step!r}")
         if not 0 <= step < 2**64:
             raise invalid(f"step {step} is not in [0, 2**64)")
-        out = np.empty(self._sm.batch, dtype=np.uint64)
+        out = np.empty(self._info.batch, dtype=np.uint64)
         check(lib.zr_sampler_batch(self._sm, int(step),
                                    ffi.from_buffer("uint64_t[]", out,
                                                    require_writable=True)))

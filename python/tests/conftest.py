@@ -2,8 +2,8 @@
 
 Every test runs in its own temporary folder (the reference examples use
 relative store paths). The programs of the build tree are found through
-the ZR and ZRECORDFS variables that pytest.sh sets, or next to the source
-folder when the tests are run by hand from a built checkout.
+the ZR, ZRECORDFS and ZR_ABI_LAYOUT variables that pytest.sh sets, or next
+to the source folder when the tests are run by hand from a built checkout.
 """
 
 import os
@@ -53,6 +53,12 @@ def zr():
 @pytest.fixture
 def zrecordfs_path():
     return _program("ZRECORDFS", "fs/zrecordfs")
+
+
+@pytest.fixture(scope="session")
+def abi_layout_path():
+    """tests/abi_layout, which prints the headers' layouts (test_abi.py)."""
+    return _program("ZR_ABI_LAYOUT", "tests/abi_layout")
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH="$top_builddir/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_P
 
 # libtool's wrapper scripts cost more to start than most commands they
 # run: call the real programs, with the library path set above.
-for prog in src/zr fs/zrecordfs; do
+for prog in src/zr fs/zrecordfs tests/abi_layout; do
     name=$(basename "$prog")
     dir=$(dirname "$prog")
     if [ -x "$top_builddir/$dir/.libs/$name" ]; then
@@ -37,6 +37,7 @@ for prog in src/zr fs/zrecordfs; do
     case $name in
     zr) export ZR="$path" ;;
     zrecordfs) export ZRECORDFS="$path" ;;
+    abi_layout) export ZR_ABI_LAYOUT="$path" ;;
     esac
 done
 

@@ -39,6 +39,19 @@ def load(package_dir, **environ):
     return path
 
 
+def test_version_is_the_librarys_and_the_packages(zr):
+    # One version throughout: the library's (configure's), the package's
+    # metadata and zr's.
+    assert loaderx.__version__ == _lib.version_string()
+    major, minor, patch = map(int, loaderx.__version__.split("."))
+    assert _lib.lib.zr_version() == major * 10000 + minor * 100 + patch
+    pyproject = os.path.join(os.path.dirname(PACKAGE), "pyproject.toml")
+    with open(pyproject, encoding="utf-8") as f:
+        assert f'version = "{loaderx.__version__}"\n' in f.read()
+    out = zr("--version").stdout.decode()
+    assert out == f"zr (loaderx) {loaderx.__version__}\n"
+
+
 def test_library_named_by_the_environment_is_the_only_one_tried(tmp_path):
     copy_package(tmp_path)
     assert load(tmp_path / "loaderx", LOADERX_LIBRARY=LIBRARY) == LIBRARY

@@ -19,6 +19,9 @@ cmp -s help.txt c.txt || fail "zr help differs from zr --help"
 
 version=$(zr --version)
 [[ $version =~ ^zr\ \(loaderx\)\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "zr --version: $version"
+# The version is configure's, as the header and the library give it.
+want=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$top_builddir/config.h")
+[ "$version" = "zr (loaderx) $want" ] || fail "zr --version says '$version', configure $want"
 
 expect_fail 2 'no command' zr
 expect_fail 2 "'frobnicate' is not a zr command" zr frobnicate

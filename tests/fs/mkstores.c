@@ -166,7 +166,7 @@ static void dense_store(const char *dir, const char *exp, const char *rel, const
 {
     char *path = join(dir, rel);
     zr_store *s;
-    zr_create_opts opts = {.codec = codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec};
     check(zr_dense_create(&s, path, dtype, shape, ndim, &opts), path);
     uint64_t itemsize = (uint64_t)zr_dtype_itemsize(dtype);
     struct expect x;
@@ -205,7 +205,7 @@ static void ragged_store(const char *dir, const char *exp, const char *rel, cons
         fill(&recs[i], itemsize);
         zrecs[i] = (zr_rec){.data = recs[i].data, .shape = recs[i].shape, .ndim = recs[i].ndim};
     }
-    zr_create_opts opts = {.codec = codec};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = codec};
     void *dict = NULL;
     if (codec == ZR_CODEC_ZSTD_DICT) {
         /* Train on many more records of the same kind than are stored. */
@@ -315,7 +315,8 @@ static void make_tree(const char *dir, const char *exp)
 
 static void make_files(const char *path, const char *codec)
 {
-    zr_create_opts opts = {.codec = strcmp(codec, "zstd") == 0 ? ZR_CODEC_ZSTD : ZR_CODEC_RAW};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts),
+                           .codec = strcmp(codec, "zstd") == 0 ? ZR_CODEC_ZSTD : ZR_CODEC_RAW};
     zr_store *s;
     check(zr_ragged_create(&s, path, "|u1", &opts), path);
     char line[4096];
@@ -343,7 +344,7 @@ static void make_files(const char *path, const char *codec)
 static void make_count(const char *path, uint64_t n)
 {
     zr_store *s;
-    zr_create_opts opts = {.codec = ZR_CODEC_RAW};
+    zr_create_opts opts = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_RAW};
     const uint64_t shape[1] = {1};
     check(zr_dense_create(&s, path, "|u1", shape, 1, &opts), path);
     const uint64_t batch = 1 << 20;
