@@ -8,6 +8,7 @@
  * file is where those promises are kept, so the commands can stay about
  * their own work.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -84,31 +85,84 @@ int cli_help(void)
     return cli_print_help(cli_current);
 }
 
-int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+/* getopt_long over argv, permuting options after operands. Returns the
+ * option, -1 at the end, CLI_HELP for -h/--help (the help printed), or
+ * EXIT_USAGE after printing a usage error. */
+static int next_option(int argc, char **argv, const char *shortopts,
+                       const struct option *longopts)
 {
-    char spec[64];
     /* The leading ':' makes getopt report a missing value apart from an
      * unknown option; opterr = 0 leaves every message to us. */
-    snprintf(spec, sizeof spec, ":%s", shortopts);
     opterr = 0;
-    int c = getopt_long(argc, argv, spec, longopts, NULL);
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
     const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
     switch (c) {
     case 'h':
         cli_help();
         return CLI_HELP;
     case ':':
-        cli_usage("option '%s' needs a value", arg);
-        return CLI_BAD;
+        return cli_usage("option '%s' needs a value", arg);
     case '?':
         if (optopt && optopt != '?')
-            cli_usage("unknown option '-%c'", optopt);
-        else
-            cli_usage("unknown option '%s'", arg);
-        return CLI_BAD;
+            return cli_usage("unknown option '-%c'", optopt);
+        return cli_usage("unknown option '%s'", arg);
     default:
         return c;
     }
+}
+
+/* Check the operands argv[optind..argc) against the words of names. */
+static int check_operands(int argc, const char *names)
+{
+    int have = argc - optind, want = 0;
+    bool more = false;
+    char word[32];
+    for (const char *p = names; *p;) {
+        size_t n = strcspn(p, " ");
+        more = n >= 3 && strncmp(p + n - 3, "...", 3) == 0;
+        /* A bare "..." names nothing that must be there. */
+        if (!(more && n == 3)) {
+            if (want == have) {
+                snprintf(word, sizeof word, "%.*s", (int)(more ? n - 3 : n), p);
+                return cli_usage("missing %s", word);
+            }
+            want++;
+        }
+        p += n + (p[n] == ' ');
+    }
+    return have > want && !more ? cli_usage("too many operands") : EXIT_OK;
+}
+
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *operands)
+{
+    enum { MAX_OPTS = 16 };
+    struct option longopts[MAX_OPTS + 2];
+    char shortopts[3 * MAX_OPTS + 4] = ":h";
+    size_t n = 0, len = 2;
+    for (; opts[n].name; n++) {
+        assert(n < MAX_OPTS);
+        longopts[n] = (struct option){opts[n].name, opts[n].value ? required_argument : no_argument,
+                                      NULL, opts[n].key};
+        shortopts[len++] = opts[n].key;
+        if (opts[n].value)
+            shortopts[len++] = ':';
+    }
+    shortopts[len] = '\0';
+    longopts[n] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[n + 1] = (struct option){NULL, 0, NULL, 0};
+    int c;
+    while ((c = next_option(argc, argv, shortopts, longopts)) != -1) {
+        if (c == CLI_HELP || c == EXIT_USAGE)
+            return c;
+        for (size_t k = 0; k < n; k++)
+            if (opts[k].key == c) {
+                if (opts[k].value)
+                    *opts[k].value = optarg;
+                else
+                    *opts[k].flag = true;
+            }
+    }
+    return check_operands(argc, operands);
 }
 
 bool cli_parse_u64(const char *s, uint64_t *out)
@@ -140,6 +194,20 @@ bool cli_parse_tier(const char *s, int *tier)
     return false;
 }
 
+int cli_codec_option(const char *arg, int *codec)
+{
+    if (arg && !cli_parse_codec(arg, codec))
+        return cli_usage("unknown codec '%s' (raw, zstd or zstd_dict)", arg);
+    return EXIT_OK;
+}
+
+int cli_tier_option(const char *arg, int *tier)
+{
+    if (arg && !cli_parse_tier(arg, tier))
+        return cli_usage("unknown tier '%s' (fast, balanced or max)", arg);
+    return EXIT_OK;
+}
+
 bool cli_parse_shape(const char *s, uint64_t *shape, uint32_t *ndim, uint32_t max)
 {
     *ndim = 0;
@@ -157,7 +225,8 @@ bool cli_parse_shape(const char *s, uint64_t *shape, uint32_t *ndim, uint32_t ma
     }
 }
 
-int cli_parse_ranges(char **ops, int nops, uint64_t length, struct cli_range **out, size_t *n)
+int cli_parse_ranges(const char *const *ops, int nops, uint64_t length, struct cli_range **out,
+                     size_t *n)
 {
     struct cli_range *r = malloc((nops > 0 ? (size_t)nops : 1) * sizeof *r);
     if (!r)

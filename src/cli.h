@@ -52,17 +52,35 @@ int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_help(void);
 int cli_print_help(const struct cli_cmd *cmd);
 
-/* getopt_long over a subcommand's argv, permuting options after operands.
- * Returns the option, -1 at the end, CLI_HELP for -h/--help (the help is
- * already printed), or CLI_BAD after printing a usage error. */
+/* One option of a command: --name and -key, and what it does: set *flag,
+ * or keep its value in *value (the last one given wins). */
+struct cli_opt {
+    const char *name;
+    char key;
+    bool *flag;
+    const char **value;
+};
+
+/* Parse a command's argv: its options (opts ends with a zeroed entry;
+ * -h and --help are added), permuted with its operands, which must then
+ * match the words of operands: "STORE OUT.npy" takes exactly two, and a
+ * last word ending in "..." any number more ("STORE INDEX..." at least
+ * two, "STORE ..." at least one). The operands start at argv[optind].
+ * Returns EXIT_OK, CLI_HELP after printing the command's help (the
+ * command then returns EXIT_OK), or EXIT_USAGE after a usage message
+ * (an unknown option, a missing value, the first missing operand, or too
+ * many operands). */
 #define CLI_HELP -100
-#define CLI_BAD -101
-int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *operands);
 
 /* Strict parsers for arguments; false (and no message) on bad input. */
 bool cli_parse_u64(const char *s, uint64_t *out);
 bool cli_parse_codec(const char *s, int *codec);
 bool cli_parse_tier(const char *s, int *tier);
+/* The value of --codec or --tier: EXIT_OK (a NULL arg leaves *out as it
+ * is) or a usage error naming the choices. */
+int cli_codec_option(const char *arg, int *codec);
+int cli_tier_option(const char *arg, int *tier);
 /* "D0,D1,..." ("" for a scalar item shape) into shape[], at most max. */
 bool cli_parse_shape(const char *s, uint64_t *shape, uint32_t *ndim, uint32_t max);
 
@@ -73,7 +91,8 @@ struct cli_range {
 };
 /* Parse operands; returns EXIT_OK, or EXIT_USAGE for bad syntax, or
  * EXIT_FAIL for an index out of range (messages printed). */
-int cli_parse_ranges(char **ops, int nops, uint64_t length, struct cli_range **out, size_t *n);
+int cli_parse_ranges(const char *const *ops, int nops, uint64_t length, struct cli_range **out,
+                     size_t *n);
 
 /* Writing: every byte or a message. fd 1 errors are reported as stdout. */
 int cli_write_all(int fd, const void *buf, size_t len, const char *what);

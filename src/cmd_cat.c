@@ -31,24 +31,11 @@ static int write_record(const char *dtype, bool npy, const uint64_t *shape, uint
 
 static int run_cat(int argc, char **argv)
 {
-    static const struct option opts[] = {{"npy", no_argument, NULL, 'n'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     bool npy = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "nh", opts)) != -1) {
-        switch (c) {
-        case 'n':
-            npy = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind < 2)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "missing INDEX");
+    const struct cli_opt opts[] = {{"npy", 'n', &npy, NULL}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE INDEX...");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
     struct cli_range *r = NULL;
@@ -57,7 +44,8 @@ static int run_cat(int argc, char **argv)
     cli_catch_signals();
     int rc = cli_open(&s, store, ZR_RDONLY);
     if (rc == EXIT_OK)
-        rc = cli_parse_ranges(argv + optind + 1, argc - optind - 1, zr_len(s), &r, &nr);
+        rc = cli_parse_ranges((const char *const *)argv + optind + 1, argc - optind - 1,
+                              zr_len(s), &r, &nr);
     if (rc == EXIT_OK)
         rc = reader_init(&rd, s, r, nr);
     uint32_t item_ndim = 0;

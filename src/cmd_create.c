@@ -12,44 +12,21 @@
 
 static int run_create(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"dtype", required_argument, NULL, 't'}, {"shape", required_argument, NULL, 's'},
-        {"ragged", no_argument, NULL, 'r'},      {"codec", required_argument, NULL, 'c'},
-        {"dict", required_argument, NULL, 'd'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    const char *dtype = NULL, *shape_arg = NULL, *dict_path = NULL;
+    const char *dtype = NULL, *shape_arg = NULL, *dict_path = NULL, *codec_arg = NULL;
     bool ragged = false;
+    const struct cli_opt opts[] = {
+        {"dtype", 't', NULL, &dtype},     {"shape", 's', NULL, &shape_arg},
+        {"ragged", 'r', &ragged, NULL},   {"codec", 'c', NULL, &codec_arg},
+        {"dict", 'd', NULL, &dict_path}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     /* zstd unless told otherwise: decoding it costs a gather little and
      * most data takes less room, so it suits a user who did not choose
      * (the library's zeroed zr_create_opts stays raw, for C callers). */
     int codec = ZR_CODEC_ZSTD;
-    int c;
-    while ((c = cli_getopt(argc, argv, "t:s:rc:d:h", opts)) != -1) {
-        switch (c) {
-        case 't':
-            dtype = optarg;
-            break;
-        case 's':
-            shape_arg = optarg;
-            break;
-        case 'r':
-            ragged = true;
-            break;
-        case 'c':
-            if (!cli_parse_codec(optarg, &codec))
-                return cli_usage("unknown codec '%s' (raw, zstd or zstd_dict)", optarg);
-            break;
-        case 'd':
-            dict_path = optarg;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
+    if ((prc = cli_codec_option(codec_arg, &codec)) != EXIT_OK)
+        return prc;
     const char *store = argv[optind];
     if (!dtype)
         return cli_usage("missing --dtype (a NumPy dtype.str such as '<f4' or '|u1')");

@@ -16,29 +16,12 @@
 
 static int run_export(int argc, char **argv)
 {
-    static const struct option opts[] = {{"range", required_argument, NULL, 'r'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    char *range = NULL;
+    const char *range = NULL;
     bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "r:qh", opts)) != -1) {
-        switch (c) {
-        case 'r':
-            range = optarg;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 2)
-        return cli_usage(argc - optind < 2 ? "missing STORE or OUT.npy" : "too many operands");
+    const struct cli_opt opts[] = {{"range", 'r', NULL, &range}, {"quiet", 'q', &quiet, NULL}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE OUT.npy");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind], *out_path = argv[optind + 1];
     if (range && !strchr(range, ':'))
         return cli_usage("--range takes A:B (either side may be omitted)");
@@ -55,7 +38,7 @@ static int run_export(int argc, char **argv)
         rc = cli_fail("%s is a Ragged store: its records have different shapes and make no "
                       "single array; use 'zr cat %s INDEX --npy' for single records",
                       store, store);
-    char *all = (char *)":";
+    const char *all = ":";
     if (rc == EXIT_OK)
         rc = cli_parse_ranges(range ? &range : &all, 1, zr_len(s), &r, &nr);
     uint64_t shape[1 + ZR_MAX_NDIM];

@@ -36,55 +36,25 @@ struct fill_opts {
 
 static int parse_fill_args(int argc, char **argv, bool creating, struct fill_opts *o)
 {
-    static const struct option import_opts[] = {
-        {"codec", required_argument, NULL, 'c'}, {"tier", required_argument, NULL, 't'},
-        {"dict", required_argument, NULL, 'd'},  {"files", required_argument, NULL, 'f'},
-        {"map", required_argument, NULL, 'm'},   {"null", no_argument, NULL, '0'},
-        {"quiet", no_argument, NULL, 'q'},       {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    static const struct option append_opts[] = {
-        {"files", required_argument, NULL, 'f'}, {"map", required_argument, NULL, 'm'},
-        {"null", no_argument, NULL, '0'},        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     /* zstd by default, as zr create: see the comment there. */
     *o = (struct fill_opts){.codec = ZR_CODEC_ZSTD, .tier = ZR_TIER_BALANCED};
-    int c;
-    while ((c = cli_getopt(argc, argv, creating ? "c:t:d:f:m:0qh" : "f:m:0qh",
-                           creating ? import_opts : append_opts)) != -1) {
-        switch (c) {
-        case 'c':
-            if (!cli_parse_codec(optarg, &o->codec))
-                return cli_usage("unknown codec '%s' (raw, zstd or zstd_dict)", optarg);
-            break;
-        case 't':
-            if (!cli_parse_tier(optarg, &o->tier))
-                return cli_usage("unknown tier '%s' (fast, balanced or max)", optarg);
-            o->tier_set = true;
-            break;
-        case 'd':
-            o->dict = optarg;
-            break;
-        case 'f':
-            o->files = optarg;
-            break;
-        case 'm':
-            o->map = optarg;
-            break;
-        case '0':
-            o->nul_sep = true;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case CLI_HELP:
-            return CLI_HELP;
-        default:
-            return EXIT_USAGE;
-        }
-    }
+    const char *codec = NULL, *tier = NULL;
+    const struct cli_opt import_opts[] = {
+        {"codec", 'c', NULL, &codec},   {"tier", 't', NULL, &tier},
+        {"dict", 'd', NULL, &o->dict},  {"files", 'f', NULL, &o->files},
+        {"map", 'm', NULL, &o->map},    {"null", '0', &o->nul_sep, NULL},
+        {"quiet", 'q', &o->quiet, NULL}, {0}};
+    /* append takes the options that do not make a store. */
+    const struct cli_opt *opts = creating ? import_opts : import_opts + 3;
+    int prc = cli_parse(argc, argv, opts, "STORE ...");
+    if (prc == EXIT_OK)
+        prc = cli_codec_option(codec, &o->codec);
+    if (prc == EXIT_OK)
+        prc = cli_tier_option(tier, &o->tier);
+    if (prc != EXIT_OK)
+        return prc;
+    o->tier_set = tier != NULL;
     int nops = argc - optind;
-    if (nops < 1)
-        return cli_usage("missing STORE");
     o->store = argv[optind];
     if (o->files && nops > 1)
         return cli_usage("give either FILE.npy or --files, not both");

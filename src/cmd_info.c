@@ -70,24 +70,11 @@ static void print_text(zr_store *s, const char *store, const zr_store_stats *st)
 
 static int run_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     bool json = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "jh", opts)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
+    const struct cli_opt opts[] = {{"json", 'j', &json, NULL}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
     zr_store_stats st = ZR_STORE_STATS_INIT;

@@ -14,15 +14,10 @@
 
 static int run_delete(int argc, char **argv)
 {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = cli_getopt(argc, argv, "h", opts)) != -1) {
-        if (c == CLI_HELP)
-            return EXIT_OK;
-        return EXIT_USAGE;
-    }
-    if (argc - optind < 2)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "missing INDEX");
+    const struct cli_opt opts[] = {{0}};
+    int prc = cli_parse(argc, argv, opts, "STORE INDEX...");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
     struct cli_range *r = NULL;
@@ -30,7 +25,8 @@ static int run_delete(int argc, char **argv)
     uint64_t *idx = NULL;
     int rc = cli_open(&s, store, ZR_RDWR);
     if (rc == EXIT_OK)
-        rc = cli_parse_ranges(argv + optind + 1, argc - optind - 1, zr_len(s), &r, &nr);
+        rc = cli_parse_ranges((const char *const *)argv + optind + 1, argc - optind - 1,
+                              zr_len(s), &r, &nr);
     uint64_t n = 0;
     for (size_t k = 0; rc == EXIT_OK && k < nr; k++)
         n += r[k].hi - r[k].lo;
@@ -52,24 +48,11 @@ static int run_delete(int argc, char **argv)
 
 static int run_compact(int argc, char **argv)
 {
-    static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "qh", opts)) != -1) {
-        switch (c) {
-        case 'q':
-            quiet = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
+    const struct cli_opt opts[] = {{"quiet", 'q', &quiet, NULL}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
     zr_compact_result res = ZR_COMPACT_RESULT_INIT;
@@ -99,24 +82,11 @@ static int run_compact(int argc, char **argv)
 
 static int run_verify(int argc, char **argv)
 {
-    static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "qh", opts)) != -1) {
-        switch (c) {
-        case 'q':
-            quiet = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage(argc - optind < 1 ? "missing STORE" : "too many operands");
+    const struct cli_opt opts[] = {{"quiet", 'q', &quiet, NULL}, {0}};
+    int prc = cli_parse(argc, argv, opts, "STORE");
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
     zr_verify_report *rep = NULL;

@@ -55,39 +55,20 @@ static int copy_records(zr_store *src, zr_store *dst, bool quiet)
 
 static int run_recode(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"codec", required_argument, NULL, 'c'}, {"tier", required_argument, NULL, 't'},
-        {"dict", required_argument, NULL, 'd'},  {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+    const char *codec_arg = NULL, *tier_arg = NULL, *dict_path = NULL;
+    bool quiet = false;
+    const struct cli_opt opts[] = {{"codec", 'c', NULL, &codec_arg}, {"tier", 't', NULL, &tier_arg},
+                                   {"dict", 'd', NULL, &dict_path},  {"quiet", 'q', &quiet, NULL},
+                                   {0}};
     int codec = -1, tier = ZR_TIER_BALANCED;
-    bool tier_set = false, quiet = false;
-    const char *dict_path = NULL;
-    int c;
-    while ((c = cli_getopt(argc, argv, "c:t:d:qh", opts)) != -1) {
-        switch (c) {
-        case 'c':
-            if (!cli_parse_codec(optarg, &codec))
-                return cli_usage("unknown codec '%s' (raw, zstd or zstd_dict)", optarg);
-            break;
-        case 't':
-            if (!cli_parse_tier(optarg, &tier))
-                return cli_usage("unknown tier '%s' (fast, balanced or max)", optarg);
-            tier_set = true;
-            break;
-        case 'd':
-            dict_path = optarg;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 2)
-        return cli_usage(argc - optind < 2 ? "missing SRC or DST" : "too many operands");
+    int prc = cli_parse(argc, argv, opts, "SRC DST");
+    if (prc == EXIT_OK)
+        prc = cli_codec_option(codec_arg, &codec);
+    if (prc == EXIT_OK)
+        prc = cli_tier_option(tier_arg, &tier);
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
+    bool tier_set = tier_arg != NULL;
     if (codec < 0)
         return cli_usage("missing --codec (raw, zstd or zstd_dict)");
     if ((tier_set || dict_path) && codec != ZR_CODEC_ZSTD_DICT)

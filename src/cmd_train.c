@@ -10,35 +10,16 @@
 
 static int run_train(int argc, char **argv)
 {
-    static const struct option opts[] = {{"tier", required_argument, NULL, 't'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int tier = ZR_TIER_BALANCED;
-    const char *out_path = NULL;
+    const char *tier_arg = NULL, *out_path = NULL;
     bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "t:o:qh", opts)) != -1) {
-        switch (c) {
-        case 't':
-            if (!cli_parse_tier(optarg, &tier))
-                return cli_usage("unknown tier '%s' (fast, balanced or max)", optarg);
-            break;
-        case 'o':
-            out_path = optarg;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case CLI_HELP:
-            return EXIT_OK;
-        default:
-            return EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage(argc - optind < 1 ? "missing SOURCE" : "too many operands");
+    const struct cli_opt opts[] = {{"tier", 't', NULL, &tier_arg}, {"output", 'o', NULL, &out_path},
+                                   {"quiet", 'q', &quiet, NULL}, {0}};
+    int tier = ZR_TIER_BALANCED;
+    int prc = cli_parse(argc, argv, opts, "SOURCE");
+    if (prc == EXIT_OK)
+        prc = cli_tier_option(tier_arg, &tier);
+    if (prc != EXIT_OK)
+        return prc == CLI_HELP ? EXIT_OK : prc;
     if (!out_path)
         return cli_usage("missing -o FILE");
     const char *source = argv[optind];
