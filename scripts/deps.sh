@@ -9,7 +9,7 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libzstd-dev libmsgpack-dev check libfuse3-dev fuse3
-      python3-numpy python3-cffi python3-pytest python3-pip python3-setuptools
+      python3-numpy python3-cffi python3-pytest
       adwaita-icon-theme file fio strace)
 for arg in "$@"; do
     case "$arg" in
