@@ -536,7 +536,7 @@ def child_env(args):
 
 def library(args):
     return os.path.join(os.path.abspath(args.build), "lib", ".libs",
-                        "libloaderx.so.0")
+                        "libloaderx.so.1")
 
 
 # ---- the report ------------------------------------------------------------

@@ -258,7 +258,7 @@ _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
              "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy",
              "zr_version_string")
 
-_SONAMES = ("libloaderx.so.0", "libloaderx.so")
+_SONAMES = ("libloaderx.so.1", "libloaderx.so")
 
 ffi = cffi.FFI()
 ffi.cdef(CDEF)

@@ -77,9 +77,9 @@ def test_build_tree_layout_is_found_without_settings(tmp_path):
     tree = tmp_path / "tree"
     copy_package(tree / "python")
     (tree / "lib" / ".libs").mkdir(parents=True)
-    os.symlink(LIBRARY, tree / "lib" / ".libs" / "libloaderx.so.0")
+    os.symlink(LIBRARY, tree / "lib" / ".libs" / "libloaderx.so.1")
     assert load(tree / "python" / "loaderx") == \
-        str(tree / "lib" / ".libs" / "libloaderx.so.0")
+        str(tree / "lib" / ".libs" / "libloaderx.so.1")
 
 
 def test_install_prefix_layout_is_found_without_settings(tmp_path):
@@ -87,8 +87,8 @@ def test_install_prefix_layout_is_found_without_settings(tmp_path):
     site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" \
         / "site-packages"
     copy_package(site)
-    os.symlink(LIBRARY, prefix / "lib" / "libloaderx.so.0")
-    assert load(site / "loaderx") == str(prefix / "lib" / "libloaderx.so.0")
+    os.symlink(LIBRARY, prefix / "lib" / "libloaderx.so.1")
+    assert load(site / "loaderx") == str(prefix / "lib" / "libloaderx.so.1")
 
 
 def test_recorded_install_libdir_is_found(tmp_path):
@@ -96,10 +96,10 @@ def test_recorded_install_libdir_is_found(tmp_path):
     copy_package(site)
     libdir = tmp_path / "elsewhere"
     libdir.mkdir()
-    os.symlink(LIBRARY, libdir / "libloaderx.so.0")
+    os.symlink(LIBRARY, libdir / "libloaderx.so.1")
     (site / "loaderx" / "_libdir.py").write_text(
         f'"""Written by make install."""\n\nLIBDIR = {str(libdir)!r}\n')
-    assert load(site / "loaderx") == str(libdir / "libloaderx.so.0")
+    assert load(site / "loaderx") == str(libdir / "libloaderx.so.1")
 
 
 def test_import_fails_listing_every_place_tried_and_why(tmp_path):
@@ -118,5 +118,5 @@ def test_import_fails_listing_every_place_tried_and_why(tmp_path):
     for origin in ("build tree", "install prefix", "find_library",
                    "dynamic loader search path"):
         assert origin in err, err
-    assert str(tmp_path / "lib" / ".libs" / "libloaderx.so.0") in err
+    assert str(tmp_path / "lib" / ".libs" / "libloaderx.so.1") in err
     assert "no such file" in err
