@@ -13,7 +13,8 @@
  * it is answered, so by the time the user's close or write returns, no
  * stale page or name is left; it waits without holding any lock that a
  * request needs, so the other worker threads serve whatever the kernel
- * sends meanwhile.
+ * sends meanwhile. The thread is a one-thread worker queue (lib/workq.c)
+ * that drains what is queued when it stops.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,22 +22,18 @@
 
 #include "fs/base.h"
 #include "fs/notify.h"
+#include "lib/workq.h"
 
 struct job {
     struct zfs_store *st;
     const uint64_t *changed;
     size_t n;
     uint64_t new_len, old_len;
-    bool done;
-    struct job *next;
+    struct zr_qitem item;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
-static struct job *head, *tail;
-static bool running, stopping;
-static pthread_t thread;
+static struct zr_workq queue = ZR_WORKQ_INIT;
+/* The mount the thread serves, set before it starts. */
 static struct zfs_fs *notify_fs;
 
 /* ENOENT only says the kernel had nothing cached: not a failure. */
@@ -47,8 +44,10 @@ static void check(int rc, const char *what, const struct zfs_store *st)
                  strerror(-rc));
 }
 
-static void run(struct zfs_fs *fs, const struct job *j)
+static void run(void *arg, struct zr_qitem *it)
 {
+    struct zfs_fs *fs = arg;
+    const struct job *j = ZR_WORKQ_ENTRY(it, struct job, item);
     struct fuse_session *se = fs->se;
     const struct zfs_store *st = j->st;
     for (size_t k = 0; k < j->n; k++)
@@ -68,72 +67,21 @@ static void run(struct zfs_fs *fs, const struct job *j)
           st);
 }
 
-static void *worker(void *arg)
-{
-    struct zfs_fs *fs = arg;
-    pthread_mutex_lock(&mu);
-    for (;;) {
-        while (!head && !stopping)
-            pthread_cond_wait(&work_cv, &mu);
-        if (!head)
-            break;
-        struct job *j = head;
-        head = j->next;
-        if (!head)
-            tail = NULL;
-        pthread_mutex_unlock(&mu);
-        run(fs, j);
-        pthread_mutex_lock(&mu);
-        j->done = true;
-        pthread_cond_broadcast(&done_cv);
-    }
-    pthread_mutex_unlock(&mu);
-    return NULL;
-}
-
 int zfs_notify_start(struct zfs_fs *fs)
 {
-    pthread_mutex_lock(&mu);
     notify_fs = fs;
-    stopping = false;
-    int rc = pthread_create(&thread, NULL, worker, fs);
-    running = rc == 0;
-    pthread_mutex_unlock(&mu);
-    return -rc;
+    return zr_workq_start(&queue, 1, run, fs);
 }
 
 void zfs_notify_stop(void)
 {
-    pthread_mutex_lock(&mu);
-    if (!running) {
-        pthread_mutex_unlock(&mu);
-        return;
-    }
-    stopping = true;
-    pthread_cond_broadcast(&work_cv);
-    pthread_mutex_unlock(&mu);
-    pthread_join(thread, NULL);
-    pthread_mutex_lock(&mu);
-    running = false;
-    pthread_mutex_unlock(&mu);
+    zr_workq_stop(&queue, true);
 }
 
 void zfs_notify_change(struct zfs_fs *fs, struct zfs_store *st, const uint64_t *changed,
                        size_t n, uint64_t new_len, uint64_t old_len)
 {
     struct job j = {.st = st, .changed = changed, .n = n, .new_len = new_len, .old_len = old_len};
-    pthread_mutex_lock(&mu);
-    if (!running || stopping || notify_fs != fs) {
-        pthread_mutex_unlock(&mu);
-        return;
-    }
-    if (tail)
-        tail->next = &j;
-    else
-        head = &j;
-    tail = &j;
-    pthread_cond_signal(&work_cv);
-    while (!j.done)
-        pthread_cond_wait(&done_cv, &mu);
-    pthread_mutex_unlock(&mu);
+    if (notify_fs == fs)
+        zr_workq_call(&queue, &j.item);
 }

@@ -36,6 +36,7 @@
 #include "fs/base.h"
 #include "fs/loop.h"
 #include "fs/record.h"
+#include "lib/workq.h"
 
 /* Decoded records kept for requests without a handle. */
 #define CACHE_SLOTS 16
@@ -368,6 +369,9 @@ void zfs_rec_cache_clear(void)
  * reader waiting for a large record's decode. doc/fs-tuning.md has the
  * measurements behind both. It only takes the newest request, and drops
  * what is left of an older one: that is a record the reader has passed.
+ * The thread is a one-thread worker queue (lib/workq.c) with a single
+ * item, the request: pushing it while it waits only updates it, and
+ * stopping drops it.
  */
 /* Records at least this large take tens of microseconds or more to
  * decode. The size is the width for Dense and, for Ragged, whose decoded
@@ -379,13 +383,20 @@ void zfs_rec_cache_clear(void)
 #define AHEAD_WINDOW_BYTES ((uint64_t)4 << 20)
 #define AHEAD_WINDOW_RECORDS 4096
 
+static struct zr_workq ahead_queue = ZR_WORKQ_INIT;
+/* The newest request; ahead_mu guards its fields, which a reader may
+ * change while the item waits or runs. seq counts the requests, so that
+ * the thread can tell one it has taken already: a request made after the
+ * thread took the item off the queue but before it read the fields is
+ * read then, and its push queues the item once more. */
 static pthread_mutex_t ahead_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ahead_cv = PTHREAD_COND_INITIALIZER;
-static pthread_t ahead_thread;
-static bool ahead_running, ahead_stopping, ahead_pending;
-static struct zfs_fs *ahead_fs;
-static struct zfs_store *ahead_st;
-static uint64_t ahead_index;
+static struct {
+    struct zr_qitem item;
+    struct zfs_fs *fs;
+    struct zfs_store *st;
+    uint64_t index, seq;
+} ahead_req;
+static uint64_t ahead_taken; /* the thread's own: the last seq it took */
 
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
 {
@@ -393,14 +404,12 @@ void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     if (prev != i || !st->zs)
         return;
     pthread_mutex_lock(&ahead_mu);
-    if (ahead_running && !ahead_stopping) {
-        ahead_fs = fs;
-        ahead_st = st;
-        ahead_index = i + 1;
-        ahead_pending = true;
-        pthread_cond_signal(&ahead_cv);
-    }
+    ahead_req.fs = fs;
+    ahead_req.st = st;
+    ahead_req.index = i + 1;
+    ahead_req.seq++;
     pthread_mutex_unlock(&ahead_mu);
+    zr_workq_push(&ahead_queue, &ahead_req.item);
 }
 
 /* A raw store's record i, read from the disk into the page cache and
@@ -482,62 +491,33 @@ static void ahead_one(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     }
 }
 
-static void *ahead_worker(void *arg)
+static void ahead_run(void *arg, struct zr_qitem *it)
 {
     (void)arg;
+    (void)it;
     pthread_mutex_lock(&ahead_mu);
-    for (;;) {
-        while (!ahead_pending && !ahead_stopping)
-            pthread_cond_wait(&ahead_cv, &ahead_mu);
-        if (ahead_stopping)
-            break;
-        struct zfs_fs *fs = ahead_fs;
-        struct zfs_store *st = ahead_st;
-        uint64_t first = ahead_index;
-        ahead_pending = false;
-        pthread_mutex_unlock(&ahead_mu);
-        if (st->direct)
-            prefetch_window(st, first - 1);
-        for (uint64_t i = first; i < first + AHEAD_DEPTH; i++) {
-            if (i > first) {
-                pthread_mutex_lock(&ahead_mu);
-                bool newer = ahead_pending || ahead_stopping;
-                pthread_mutex_unlock(&ahead_mu);
-                if (newer)
-                    break;
-            }
-            ahead_one(fs, st, i);
-        }
-        pthread_mutex_lock(&ahead_mu);
-    }
+    struct zfs_fs *fs = ahead_req.fs;
+    struct zfs_store *st = ahead_req.st;
+    uint64_t first = ahead_req.index, seq = ahead_req.seq;
     pthread_mutex_unlock(&ahead_mu);
-    return NULL;
+    if (seq == ahead_taken)
+        return;
+    ahead_taken = seq;
+    if (st->direct)
+        prefetch_window(st, first - 1);
+    for (uint64_t i = first; i < first + AHEAD_DEPTH; i++) {
+        if (i > first && zr_workq_has_more(&ahead_queue))
+            break; /* a newer request, or the stop */
+        ahead_one(fs, st, i);
+    }
 }
 
 int zfs_ahead_start(void)
 {
-    pthread_mutex_lock(&ahead_mu);
-    ahead_stopping = false;
-    ahead_pending = false;
-    int rc = pthread_create(&ahead_thread, NULL, ahead_worker, NULL);
-    ahead_running = rc == 0;
-    pthread_mutex_unlock(&ahead_mu);
-    return -rc;
+    return zr_workq_start(&ahead_queue, 1, ahead_run, NULL);
 }
 
 void zfs_ahead_stop(void)
 {
-    pthread_mutex_lock(&ahead_mu);
-    if (!ahead_running) {
-        pthread_mutex_unlock(&ahead_mu);
-        return;
-    }
-    ahead_stopping = true;
-    pthread_cond_broadcast(&ahead_cv);
-    pthread_mutex_unlock(&ahead_mu);
-    pthread_join(ahead_thread, NULL);
-    pthread_mutex_lock(&ahead_mu);
-    ahead_running = false;
-    ahead_pending = false;
-    pthread_mutex_unlock(&ahead_mu);
+    zr_workq_stop(&ahead_queue, false);
 }

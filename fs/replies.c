@@ -17,7 +17,8 @@
  *
  * A reply is a list of pieces that must stay valid until it is sent; the
  * caller's callback then runs on the thread that sent it, to let them go.
- * Stopping sends whatever is still queued first.
+ * The threads are a worker queue (lib/workq.c); stopping drains it, so
+ * whatever is still queued is sent first.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,13 +26,14 @@
 
 #include "fs/loop.h"
 #include "fs/replies.h"
+#include "lib/workq.h"
 
 /* At most this many threads, whatever the number of CPUs: more only
  * share the same memory bandwidth. */
 #define MAX_THREADS 8
 
 struct job {
-    struct job *next;
+    struct zr_qitem item;
     fuse_req_t req;
     void (*done)(void *);
     void *arg;
@@ -39,15 +41,12 @@ struct job {
     struct iovec iov[];
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
-static struct job *head, *tail;
-static bool stopping;
-static unsigned nthreads, nidle;
-static pthread_t threads[MAX_THREADS];
+static struct zr_workq queue = ZR_WORKQ_INIT;
 
-static void send_job(struct job *j)
+static void send_job(void *arg, struct zr_qitem *it)
 {
+    (void)arg;
+    struct job *j = ZR_WORKQ_ENTRY(it, struct job, item);
     atomic_fetch_add(&zfs_loop_helpers, 1);
     fuse_reply_iov(j->req, j->iov, j->cnt);
     j->done(j->arg);
@@ -55,55 +54,14 @@ static void send_job(struct job *j)
     free(j);
 }
 
-static void *worker(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&mu);
-    for (;;) {
-        while (!head && !stopping) {
-            nidle++;
-            pthread_cond_wait(&work_cv, &mu);
-            nidle--;
-        }
-        if (!head)
-            break;
-        struct job *j = head;
-        head = j->next;
-        if (!head)
-            tail = NULL;
-        pthread_mutex_unlock(&mu);
-        send_job(j);
-        pthread_mutex_lock(&mu);
-    }
-    pthread_mutex_unlock(&mu);
-    return NULL;
-}
-
 int zfs_replies_start(unsigned n)
 {
-    int rc = 0;
-    if (n > MAX_THREADS)
-        n = MAX_THREADS;
-    pthread_mutex_lock(&mu);
-    stopping = false;
-    while (nthreads < n && (rc = pthread_create(&threads[nthreads], NULL, worker, NULL)) == 0)
-        nthreads++;
-    pthread_mutex_unlock(&mu);
-    return -rc;
+    return zr_workq_start(&queue, n < MAX_THREADS ? n : MAX_THREADS, send_job, NULL);
 }
 
 void zfs_replies_stop(void)
 {
-    pthread_mutex_lock(&mu);
-    stopping = true;
-    pthread_cond_broadcast(&work_cv);
-    unsigned n = nthreads;
-    pthread_mutex_unlock(&mu);
-    for (unsigned k = 0; k < n; k++)
-        pthread_join(threads[k], NULL);
-    pthread_mutex_lock(&mu);
-    nthreads = 0;
-    pthread_mutex_unlock(&mu);
+    zr_workq_stop(&queue, true);
 }
 
 void zfs_reply_iov(fuse_req_t req, const struct iovec *iov, int cnt, void (*done)(void *),
@@ -113,29 +71,16 @@ void zfs_reply_iov(fuse_req_t req, const struct iovec *iov, int cnt, void (*done
     /* Without threads, or without memory for the job, the reply goes out
      * now: slower, never lost. */
     if (cnt > 0 && (j = malloc(sizeof *j + (size_t)cnt * sizeof j->iov[0]))) {
-        j->next = NULL;
+        j->item = (struct zr_qitem){0};
         j->req = req;
         j->done = done;
         j->arg = arg;
         j->cnt = cnt;
         memcpy(j->iov, iov, (size_t)cnt * sizeof iov[0]);
     }
-    pthread_mutex_lock(&mu);
-    if (j && nthreads > 0 && !stopping) {
-        if (tail)
-            tail->next = j;
-        else
-            head = j;
-        tail = j;
-        if (nidle > 0)
-            pthread_cond_signal(&work_cv);
-        j = NULL;
-        req = NULL;
-    }
-    pthread_mutex_unlock(&mu);
+    if (j && zr_workq_push(&queue, &j->item))
+        return;
     free(j);
-    if (req) {
-        fuse_reply_iov(req, iov, cnt);
-        done(arg);
-    }
+    fuse_reply_iov(req, iov, cnt);
+    done(arg);
 }

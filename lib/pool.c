@@ -19,6 +19,12 @@
  * (zr_pool_run_light) use only workers that are already awake, and run on
  * the caller alone when none is. Shards are claimed one at a time, so a
  * worker that arrives late takes only what is left.
+ *
+ * The jobs wait on the FIFO of workq.h, but these workers are not a
+ * zr_workq's: a job stays at the head while workers claim its shards (a
+ * worker queue hands each item to one thread), the caller runs shards
+ * too, and the workers spin before they sleep, none of which that queue
+ * does or should pay for.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +36,7 @@
 
 #include "alloc.h"
 #include "pool.h"
+#include "workq.h"
 
 /* How long an idle worker polls for new work before it sleeps. Back-to-back
  * batches (a loader's prefetch threads) find it awake; a process that
@@ -42,14 +49,13 @@ struct job {
     size_t nshards;
     atomic_size_t next;
     atomic_size_t done;
-    bool queued;
-    struct job *qnext;
+    struct zr_qitem item;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
-static struct job *queue_head, *queue_tail;
+static struct zr_fifo queue;
 static int nthreads;      /* threads per call, caller included; 0 = not started */
 static bool atfork_registered;
 /* The workers are joinable and joined when the library is unloaded (or the
@@ -101,18 +107,8 @@ static bool spin_for_work(void)
 
 static void dequeue_locked(struct job *j)
 {
-    struct job **pp = &queue_head, *prev = NULL;
-    while (*pp && *pp != j) {
-        prev = *pp;
-        pp = &(*pp)->qnext;
-    }
-    if (*pp) {
-        *pp = j->qnext;
-        if (queue_tail == j)
-            queue_tail = prev;
+    if (zr_fifo_remove(&queue, &j->item))
         atomic_fetch_sub_explicit(&nqueued, 1, memory_order_acq_rel);
-    }
-    j->queued = false;
 }
 
 static void finish_shard(struct job *j, size_t n)
@@ -129,16 +125,16 @@ static void *worker(void *arg)
     (void)arg;
     pthread_mutex_lock(&lock);
     for (;;) {
-        if (!queue_head && !quitting) {
+        if (!queue.head && !quitting) {
             pthread_mutex_unlock(&lock);
             spin_for_work();
             pthread_mutex_lock(&lock);
         }
-        while (!queue_head && !quitting)
+        while (!queue.head && !quitting)
             pthread_cond_wait(&work_cv, &lock);
         if (quitting)
             break;
-        struct job *j = queue_head;
+        struct job *j = ZR_WORKQ_ENTRY(queue.head, struct job, item);
         size_t n = j->nshards;
         size_t k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (k + 1 >= n)
@@ -182,7 +178,7 @@ static void atfork_child(void)
     pthread_mutex_init(&lock, NULL);
     pthread_cond_init(&work_cv, NULL);
     pthread_cond_init(&done_cv, NULL);
-    queue_head = queue_tail = NULL;
+    queue = (struct zr_fifo){0};
     atomic_store(&nqueued, 0);
     atomic_store(&nspinning, 0);
     nthreads = 0;
@@ -237,11 +233,7 @@ static void run_job(struct job *j, size_t wake)
 {
     size_t nshards = j->nshards;
     pthread_mutex_lock(&lock);
-    if (queue_tail)
-        queue_tail->qnext = j;
-    else
-        queue_head = j;
-    queue_tail = j;
+    zr_fifo_push(&queue, &j->item);
     atomic_fetch_add_explicit(&nqueued, 1, memory_order_acq_rel);
     if (wake >= (size_t)nthreads - 1)
         pthread_cond_broadcast(&work_cv);
@@ -266,7 +258,7 @@ static void run_job(struct job *j, size_t wake)
             break;
     }
     pthread_mutex_lock(&lock);
-    if (j->queued)
+    if (j->item.queued)
         dequeue_locked(j);
     while (atomic_load_explicit(&j->done, memory_order_acquire) < nshards)
         pthread_cond_wait(&done_cv, &lock);
@@ -287,7 +279,7 @@ void zr_pool_run(size_t nshards, void (*fn)(void *ctx, size_t shard), void *ctx)
         run_inline(nshards, fn, ctx);
         return;
     }
-    struct job j = {.fn = fn, .ctx = ctx, .nshards = nshards, .queued = true};
+    struct job j = {.fn = fn, .ctx = ctx, .nshards = nshards};
     atomic_init(&j.next, 0);
     atomic_init(&j.done, 0);
     /* Spinning workers need no signal; the rest are woken, one a shard. */
@@ -305,7 +297,7 @@ void zr_pool_run_light(size_t nshards, void (*fn)(void *ctx, size_t shard), void
         run_inline(nshards, fn, ctx);
         return;
     }
-    struct job j = {.fn = fn, .ctx = ctx, .nshards = nshards, .queued = true};
+    struct job j = {.fn = fn, .ctx = ctx, .nshards = nshards};
     atomic_init(&j.next, 0);
     atomic_init(&j.done, 0);
     run_job(&j, 0);

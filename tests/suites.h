@@ -24,7 +24,8 @@
     ZR_SUITE(faultloop) \
     ZR_SUITE(oom) \
     ZR_SUITE(powercut) \
-    ZR_SUITE(edges)
+    ZR_SUITE(edges) \
+    ZR_SUITE(workq)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);
 ZR_SUITES
