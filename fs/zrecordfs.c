@@ -158,7 +158,9 @@ static void raise_fd_limit(void)
 static int go_background(int *ready)
 {
     int p[2];
-    if (pipe(p) != 0) {
+    /* Close-on-exec: the fusermount3 that mounting may run must not hold
+     * the write end, or the starter would wait for it too. */
+    if (pipe2(p, O_CLOEXEC) != 0) {
         fprintf(stderr, "zrecordfs: cannot make a pipe: %s\n", strerror(errno));
         return -1;
     }
@@ -181,6 +183,10 @@ static int go_background(int *ready)
     close(p[0]);
     setsid();
     *ready = p[1];
+    if (chdir("/") != 0) {
+        fprintf(stderr, "zrecordfs: cannot change to /: %s\n", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -199,8 +205,6 @@ static void report_ready(int *ready, int status)
             if (null > STDERR_FILENO)
                 close(null);
         }
-        if (chdir("/") != 0)
-            status = 1;
     }
     unsigned char b = (unsigned char)status;
     /* A failed write means the starter has gone: nobody is left to tell. */

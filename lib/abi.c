@@ -22,9 +22,18 @@ ZR_API const char *zr_version_string(void)
     return ZR_VERSION_STRING;
 }
 
+/* How far past the fields it knows a struct from a newer header may
+ * reach: room for many fields, and a bound on the bytes checked. */
+#define ZR_ABI_GROWTH 4096
+
 int zr_abi_check(const void *p, size_t known, size_t min, const char *what, size_t *n)
 {
     size_t size = *(const size_t *)p;
+    /* A size far past any struct a newer header could define is not a
+     * size at all: its tail is not read. */
+    if (size > known + ZR_ABI_GROWTH)
+        return zr_err(ZR_EINVAL, "%s: size %zu is not a size this library knows (set it to "
+                      "sizeof(%s))", what, size, what);
     if (size < min)
         return zr_err(ZR_EINVAL, "%s: size %zu is too small (set it to sizeof(%s))", what, size,
                       what);

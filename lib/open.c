@@ -307,10 +307,13 @@ int zr_load_tables(zr_store *s)
      * stored a chunk's end as offset 0 left (R7): its records are live,
      * so a writer appends from the next chunk. A store whose tail chunk
      * is full of garbage only loses that space until a compaction. */
-    if (s->writable && s->hdr.tail_offset == 0 &&
+    if (s->hdr.tail_offset == 0 && s->hdr.tail_chunk < atomic_load(&s->chunks.count) &&
         atomic_load(&zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->size) == s->chunk_cap) {
         uint64_t end = s->chunk_cap;
-        if ((rc = zr_frontier_settle(s, &s->hdr.tail_chunk, &end)) != 0)
+        /* A reader sees the state of a lost empty tail chunk (R7). */
+        if (!s->writable && (uint64_t)s->hdr.tail_chunk + 1 < ZR_MAX_FILES)
+            s->hdr.tail_chunk++;
+        else if (s->writable && (rc = zr_frontier_settle(s, &s->hdr.tail_chunk, &end)) != 0)
             return rc;
     }
     /* A reader of a store that lost records may have fewer chunk files
