@@ -61,14 +61,18 @@ struct sizes {
     size_t images;       /* records of each vision workload */
     size_t tokens;       /* records of each token workload */
     size_t vision_batches, token_batches;
+    uint64_t bytes;      /* if not 0: each workload has as many records as
+                          * make this many payload bytes (images and tokens
+                          * are then ignored; the cold benchmark's stores) */
 };
 
-/* Build the four workloads. The image workloads are generated from seed;
- * the token workloads come from the text corpus (see workloads.c). Each
- * returns 0 or -1 with a message on stderr. */
+/* Build the four workloads. The image workloads are generated from seed
+ * (on every CPU, through the thread team below); the token workloads come
+ * from the text corpus (see workloads.c). Each returns 0 or -1 with a
+ * message on stderr. */
 int wl_dense_vision(struct workload *w, const struct sizes *sz, uint64_t seed);
 int wl_ragged_vision(struct workload *w, const struct sizes *sz, uint64_t seed);
-/* Both token workloads share one read of the corpus. */
+/* Both token workloads share one read of the corpus; either may be NULL. */
 int wl_tokens(struct workload *dense, struct workload *ragged, const struct sizes *sz,
               uint64_t seed, char *corpus_note, size_t note_len);
 void wl_free(struct workload *w);

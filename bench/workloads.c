@@ -26,11 +26,16 @@
  * one), join fragments shorter than 16 tokens to the next and split at 512.
  * When the corpus is shorter than a workload needs, it is read again from
  * its start; the report says how many times.
+ *
+ * A workload holds a given number of records, or (struct sizes' bytes,
+ * for the cold benchmark's stores of several GiB) as many as fill that
+ * many payload bytes.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 
@@ -224,6 +229,34 @@ static uint64_t image_seed(uint64_t seed, size_t k)
     return splitmix64(&s);
 }
 
+/* Images are made on every CPU, each from its own seed, so the result
+ * does not depend on the thread count. */
+struct image_job {
+    struct workload *w;
+    uint64_t seed;
+    size_t per_shard;
+};
+
+static void image_shard(void *arg, size_t s)
+{
+    struct image_job *j = arg;
+    struct workload *w = j->w;
+    size_t a = s * j->per_shard, e = a + j->per_shard < w->n ? a + j->per_shard : w->n;
+    for (size_t k = a; k < e; k++) {
+        uint32_t h = w->ragged ? (uint32_t)w->shape[3 * k + 1] : 224;
+        uint32_t wd = w->ragged ? (uint32_t)w->shape[3 * k + 2] : 224;
+        make_image(w->data + w->off[k], h, wd, image_seed(j->seed, k));
+    }
+}
+
+static void make_images(struct workload *w, uint64_t seed)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct image_job j = {.w = w, .seed = seed, .per_shard = 64};
+    team_run(team_get(cpus > 0 ? (int)cpus : 1), (w->n + j.per_shard - 1) / j.per_shard,
+             image_shard, &j);
+}
+
 int wl_dense_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
@@ -236,13 +269,12 @@ int wl_dense_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
     w->item_shape[1] = 224;
     w->item_shape[2] = 224;
     w->width = 3 * 224 * 224;
-    w->n = sz->images;
+    w->n = sz->bytes ? (size_t)((sz->bytes + w->width - 1) / w->width) : sz->images;
     w->data = big_alloc(w->n * w->width);
     w->off = xmalloc((w->n + 1) * sizeof *w->off);
     for (size_t k = 0; k <= w->n; k++)
         w->off[k] = k * w->width;
-    for (size_t k = 0; k < w->n; k++)
-        make_image(w->data + k * w->width, 224, 224, image_seed(seed, k));
+    make_images(w, seed);
     w->logical = w->n * w->width;
     w->batch = BENCH_BATCH;
     w->nbatches = sz->vision_batches;
@@ -277,12 +309,19 @@ int wl_ragged_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
     w->dtype = "|u1";
     w->itemsize = 1;
     w->ndim = 3;
-    w->n = sz->images;
-    w->off = xmalloc((w->n + 1) * sizeof *w->off);
-    w->shape = xmalloc(w->n * 3 * sizeof *w->shape);
+    /* By count, or (sz->bytes) until the payloads reach that many bytes. */
+    size_t cap = sz->bytes ? 1024 : sz->images;
+    w->off = xmalloc((cap + 1) * sizeof *w->off);
+    w->shape = xmalloc(cap * 3 * sizeof *w->shape);
     uint64_t rng = seed ^ 0x4a3b2c1d00ff00ffull;
     w->off[0] = 0;
-    for (size_t k = 0; k < w->n; k++) {
+    for (size_t k = 0; sz->bytes ? w->off[k] < sz->bytes : k < sz->images; k++) {
+        if (k == cap) {
+            cap *= 2;
+            w->off = xrealloc(w->off, (cap + 1) * sizeof *w->off);
+            w->shape = xrealloc(w->shape, cap * 3 * sizeof *w->shape);
+        }
+        w->n = k + 1;
         uint64_t d[2];
         for (int j = 0; j < 2; j++) {
             double v = round(224.0 * exp(0.4 * rng_normal(&rng)));
@@ -295,9 +334,7 @@ int wl_ragged_vision(struct workload *w, const struct sizes *sz, uint64_t seed)
     }
     w->logical = w->off[w->n];
     w->data = big_alloc(w->logical);
-    for (size_t k = 0; k < w->n; k++)
-        make_image(w->data + w->off[k], (uint32_t)w->shape[3 * k + 1], (uint32_t)w->shape[3 * k + 2],
-                   image_seed(seed, k));
+    make_images(w, seed);
     w->batch = BENCH_BATCH;
     w->nbatches = sz->vision_batches;
     make_plan(w, seed + 1);
@@ -561,20 +598,11 @@ static void corpus_free(struct corpus *c)
 #define TOK_BLOCK 512
 #define TOK_MIN 16
 
-int wl_tokens(struct workload *dense, struct workload *ragged, const struct sizes *sz,
-              uint64_t seed, char *corpus_note, size_t note_len)
+/* Dense token blocks: the stream packed into int32[512] records. */
+static void make_dense_tokens(struct workload *dense, const struct corpus *c,
+                              const struct sizes *sz, uint64_t seed)
 {
-    struct corpus c = {0};
-    size_t dense_need = sz->tokens * TOK_BLOCK;
-    /* Read only what the records need; the Ragged records average well
-     * under 512 tokens, so the Dense need covers them too. */
-    if (corpus_read(&c, dense_need) != 0) {
-        corpus_free(&c);
-        return -1;
-    }
-    corpus_rank(&c);
-    size_t L = c.stream.n;
-
+    size_t L = c->stream.n;
     memset(dense, 0, sizeof *dense);
     dense->name = "dense-tokens";
     dense->title = "Dense tokens: int32[512] blocks";
@@ -583,12 +611,13 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     dense->ndim = 1;
     dense->item_shape[0] = TOK_BLOCK;
     dense->width = TOK_BLOCK * 4;
-    dense->n = sz->tokens;
+    dense->n = sz->bytes ? (size_t)((sz->bytes + dense->width - 1) / dense->width) : sz->tokens;
+    size_t need = dense->n * TOK_BLOCK;
     dense->data = big_alloc(dense->n * dense->width);
     dense->off = xmalloc((dense->n + 1) * sizeof *dense->off);
     int32_t *dt = (int32_t *)dense->data;
-    for (size_t k = 0; k < dense_need; k++)
-        dt[k] = (int32_t)c.stream.v[k % L];
+    for (size_t k = 0; k < need; k++)
+        dt[k] = (int32_t)c->stream.v[k % L];
     for (size_t k = 0; k <= dense->n; k++)
         dense->off[k] = k * dense->width;
     dense->logical = dense->n * dense->width;
@@ -599,9 +628,17 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
              "%zu records of int32[512] (2 KiB each), %.1f MiB in all, packed from the token "
              "stream ignoring text boundaries (the stream covers %.2f passes over the corpus "
              "text read); %zu random batches of %zu (with replacement).",
-             dense->n, dense->logical / 1048576.0, (double)dense_need / (double)L, dense->nbatches,
+             dense->n, dense->logical / 1048576.0, (double)need / (double)L, dense->nbatches,
              dense->batch);
+}
 
+/* Ragged token records: the paragraphs, short ones joined to the next and
+ * long ones split at 512 tokens, as runs (start, length) over the stream,
+ * wrapping to the first paragraph if the corpus runs out. */
+static void make_ragged_tokens(struct workload *ragged, const struct corpus *c,
+                               const struct sizes *sz, uint64_t seed)
+{
+    size_t L = c->stream.n;
     memset(ragged, 0, sizeof *ragged);
     ragged->name = "ragged-tokens";
     ragged->title = "Ragged tokens: int32 records of 16..512 tokens";
@@ -609,18 +646,17 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     ragged->dtype = "<i4";
     ragged->itemsize = 4;
     ragged->ndim = 1;
-    ragged->n = sz->tokens;
-    ragged->off = xmalloc((ragged->n + 1) * sizeof *ragged->off);
-    ragged->shape = xmalloc(ragged->n * sizeof *ragged->shape);
-    /* Records as (start, length) runs over the stream, paragraph by
-     * paragraph, wrapping to the first paragraph if the corpus runs out. */
-    uint64_t *rstart = xmalloc(ragged->n * sizeof *rstart);
+    /* By count, or (sz->bytes) until the payloads reach that many bytes. */
+    size_t cap = sz->bytes ? 1u << 16 : sz->tokens;
+    ragged->shape = xmalloc(cap * sizeof *ragged->shape);
+    uint64_t *rstart = xmalloc(cap * sizeof *rstart);
     size_t made = 0, para = 0, wraps = 0;
-    uint64_t cur_start = 0, cur_len = 0;
-    while (made < ragged->n) {
-        uint64_t ps = c.paras.v[para];
-        uint64_t pe = para + 1 < c.paras.n ? c.paras.v[para + 1] : L;
-        if (++para == c.paras.n) {
+    uint64_t cur_start = 0, cur_len = 0, bytes = 0;
+#define MORE (sz->bytes ? bytes < sz->bytes : made < sz->tokens)
+    while (MORE) {
+        uint64_t ps = c->paras.v[para];
+        uint64_t pe = para + 1 < c->paras.n ? c->paras.v[para + 1] : L;
+        if (++para == c->paras.n) {
             para = 0;
             wraps++;
         }
@@ -633,15 +669,24 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
             cur_len = 0;
         }
         cur_len += pe - ps;
-        while (cur_len >= TOK_MIN && made < ragged->n) {
+        while (cur_len >= TOK_MIN && MORE) {
             uint64_t take = cur_len > TOK_BLOCK ? TOK_BLOCK : cur_len;
+            if (made == cap) {
+                cap *= 2;
+                ragged->shape = xrealloc(ragged->shape, cap * sizeof *ragged->shape);
+                rstart = xrealloc(rstart, cap * sizeof *rstart);
+            }
             rstart[made] = cur_start;
             ragged->shape[made] = take;
             made++;
+            bytes += 4 * take;
             cur_start += take;
             cur_len -= take;
         }
     }
+#undef MORE
+    ragged->n = made;
+    ragged->off = xmalloc((ragged->n + 1) * sizeof *ragged->off);
     ragged->off[0] = 0;
     for (size_t k = 0; k < ragged->n; k++)
         ragged->off[k + 1] = ragged->off[k] + 4 * ragged->shape[k];
@@ -650,7 +695,7 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
     for (size_t k = 0; k < ragged->n; k++) {
         int32_t *o = (int32_t *)(ragged->data + ragged->off[k]);
         for (uint64_t t = 0; t < ragged->shape[k]; t++)
-            o[t] = (int32_t)c.stream.v[rstart[k] + t];
+            o[t] = (int32_t)c->stream.v[rstart[k] + t];
     }
     free(rstart);
     ragged->batch = BENCH_BATCH;
@@ -669,6 +714,25 @@ int wl_tokens(struct workload *dense, struct workload *ragged, const struct size
              wraps ? " (the corpus was reused from its start)" : "", ragged->nbatches,
              ragged->batch);
     free(lens);
+}
+
+int wl_tokens(struct workload *dense, struct workload *ragged, const struct sizes *sz,
+              uint64_t seed, char *corpus_note, size_t note_len)
+{
+    struct corpus c = {0};
+    /* Read only what the records need; the Ragged records average well
+     * under 512 tokens, so the Dense need covers them too. */
+    size_t need = sz->bytes ? (size_t)(sz->bytes / 4) + TOK_BLOCK : sz->tokens * TOK_BLOCK;
+    if (corpus_read(&c, need) != 0) {
+        corpus_free(&c);
+        return -1;
+    }
+    corpus_rank(&c);
+    size_t L = c.stream.n;
+    if (dense)
+        make_dense_tokens(dense, &c, sz, seed);
+    if (ragged)
+        make_ragged_tokens(ragged, &c, sz, seed);
 
     /* How Zipf-like the ids are: the share of the most common tokens. */
     uint64_t top10 = 0, top1000 = 0;

@@ -5,7 +5,9 @@
  * and only then times the planned random gathers: several passes, each
  * batch gathered by every backend in turn, so that a burst of load from
  * elsewhere falls on every row alike. It prints Markdown tables (the rows, then the target ratios)
- * on stdout and its progress on stderr.
+ * on stdout and its progress on stderr. The token workloads run twice: at
+ * the size of the others and with a larger store (200,000 records), since
+ * a gather's cost per record must not grow with the store.
  *
  * Columns: logical write and logical gather divide uncompressed payload
  * bytes by elapsed time; krecords/s counts gathered records; p95 is the
@@ -46,6 +48,7 @@ struct options {
     uint64_t seed;
     bool keep;
     const char *tsv;
+    long large;     /* records of the larger token workloads; 0: none */
 };
 
 struct row_spec {
@@ -108,8 +111,40 @@ static const char *const ROW_NAMES[BK_KIND_COUNT] = {
     [BK_SQLITE_RAW] = "sqlite-raw",
 };
 
-static const char *const WORKLOADS[] = {"dense-vision", "ragged-vision", "dense-tokens",
-                                        "ragged-tokens"};
+/* The last two are the token workloads again with a larger store (200,000
+ * records by default): the cost of a record must not grow with the store,
+ * so their ratios are held to the same targets. They run the rows those
+ * targets name, and the limits (see runs_large). */
+static const char *const WORKLOADS[] = {"dense-vision",
+                                        "ragged-vision", "dense-tokens", "ragged-tokens",
+                                        "dense-tokens-large", "ragged-tokens-large"};
+#define NWORKLOADS (sizeof WORKLOADS / sizeof *WORKLOADS)
+
+static bool is_large(const struct workload *w)
+{
+    return strstr(w->name, "-large") != NULL;
+}
+
+/* The rows of the larger token workloads: the library's, the peers the
+ * targets compare it with, and the limits. A file per record (files-raw,
+ * the squashfs images, zrecordfs) would be 200,000 files, and HDF5 and
+ * SQLite, far behind at the small size, would add minutes and no target. */
+static bool runs_large(enum backend_kind k)
+{
+    switch (k) {
+    case BK_ZRECORD_RAW:
+    case BK_ZRECORD_ZSTD:
+    case BK_ZRECORD_ZSTDICT:
+    case BK_NPY_MMAP_RAW:
+    case BK_LMDB_RAW:
+    case BK_MEMCPY_LIMIT:
+    case BK_ZSTD_LIMIT:
+    case BK_ZSTD_DICT_LIMIT:
+        return true;
+    default:
+        return false;
+    }
+}
 
 /* The measured numbers of one row. */
 struct result {
@@ -178,7 +213,7 @@ static bool only_names_workloads(const char *only)
 {
     if (!only)
         return false;
-    for (size_t k = 0; k < 4; k++)
+    for (size_t k = 0; k < NWORKLOADS; k++)
         if (listed(only, WORKLOADS[k]))
             return true;
     return false;
@@ -422,6 +457,8 @@ static int run_workload(const struct options *opt, const struct workload *w, con
             continue;
         if (ROWS[r].dense_only && w->ragged)
             continue;
+        if (is_large(w) && !runs_large(ROWS[r].kind))
+            continue;
         /* Rows of one kind with different thread counts get folders of
          * their own. */
         char sub[64];
@@ -624,7 +661,7 @@ static int print_targets(const struct wl_result *res, size_t nres, int all)
         const struct result *zs = find(r, "zrecord-zstd", all), *zl = find(r, "zstd-limit", all);
         const struct result *zd = find(r, "zrecord-zstdict", all),
                             *zdl = find(r, "zstd-dict-limit", all);
-        double raw_target = strcmp(wn, "dense-tokens") == 0 ? 0.6
+        double raw_target = strncmp(wn, "dense-tokens", 12) == 0 ? 0.6
                             : strstr(wn, "vision")           ? 0.75
                                                              : 0;
         struct {
@@ -717,6 +754,12 @@ static int print_comparison(const struct wl_result *res, size_t nres, int all)
         {"ragged-tokens", "zrecord-raw", "lmdb-raw", 1, 1.5, false},
         {"ragged-tokens", "zrecord-zstd", "lmdb-raw", 1, 1.5, false},
         {"ragged-tokens", "zrecord-zstdict", "lmdb-raw", 1, 1.5, false},
+        {"dense-tokens-large", "zrecord-raw", "npy-mmap-raw", 1, 1.0, false},
+        {"dense-tokens-large", "zrecord-raw", "npy-mmap-raw", 0, 0, false},
+        {"dense-tokens-large", "zrecord-raw", "lmdb-raw", 1, 2.5, false},
+        {"ragged-tokens-large", "zrecord-raw", "lmdb-raw", 1, 1.5, false},
+        {"ragged-tokens-large", "zrecord-zstd", "lmdb-raw", 1, 1.5, false},
+        {"ragged-tokens-large", "zrecord-zstdict", "lmdb-raw", 1, 1.5, false},
     };
     int missed = 0, shown = 0;
     for (size_t j = 0; j < sizeof T / sizeof *T; j++) {
@@ -752,10 +795,10 @@ static int print_comparison(const struct wl_result *res, size_t nres, int all)
         if (T[j].disk)
             snprintf(disk, sizeof disk, ", disk ratio %.2fx vs %.2fx", a->ratio, b->ratio);
         snprintf(what, sizeof what, "%s %s / %s%s (%d thread%s) %s%s", a->name,
-                 strcmp(T[j].wl, "ragged-tokens") == 0 ? "krecords/s" : "gather",
+                 strncmp(T[j].wl, "ragged-tokens", 13) == 0 ? "krecords/s" : "gather",
                  T[j].peer_threads < 0 ? "best other: " : "", b->name, b->threads,
                  b->threads == 1 ? "" : "s",
-                 strcmp(T[j].wl, "ragged-tokens") == 0 ? "krecords/s" : "gather", disk);
+                 strncmp(T[j].wl, "ragged-tokens", 13) == 0 ? "krecords/s" : "gather", disk);
         if (T[j].target <= 0) {
             printf("| %s | %s | %.2f | %s | — | — |\n", T[j].wl, what, ratio, limit);
             continue;
@@ -829,15 +872,19 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: zrbench [--quick] [--only NAME[,NAME...]] [--dir DIR] [--passes N]\n"
             "               [--write-reps N] [--seed N] [--keep] [--no-boost] [--tsv FILE]\n"
-            "NAME is a workload (dense-vision ragged-vision dense-tokens ragged-tokens)\n"
-            "or a row: zrecord-raw zrecord-zstd zrecord-zstdict zrecordfs-raw\n"
-            "zrecordfs-zstd zrecordfs-gather-raw zrecordfs-gather-zstd npy-mmap-raw\n"
+            "               [--large N]\n"
+            "NAME is a workload (dense-vision ragged-vision dense-tokens ragged-tokens\n"
+            "dense-tokens-large ragged-tokens-large) or a row: zrecord-raw zrecord-zstd\n"
+            "zrecord-zstdict zrecordfs-raw zrecordfs-zstd zrecordfs-gather-raw\n"
+            "zrecordfs-gather-zstd npy-mmap-raw\n"
             "numpy-fancy-raw files-raw squashfuse-raw squashfuse-zstd lmdb-raw hdf5-raw\n"
             "hdf5-gzip sqlite-raw memcpy-limit zstd-limit zstd-dict-limit (a row that\n"
             "reads another row's store brings that row along). Stores go to a temporary\n"
             "folder under DIR (default /var/tmp), which must be on a local disk, not\n"
             "tmpfs. --tsv writes workload, row, threads, gather MiB/s and krecords/s\n"
-            "per line to FILE. The run takes nice\n"
+            "per line to FILE. --large sets the records of the larger token workloads\n"
+            "(default 200000, --quick 20000; 0 leaves them out), which run the\n"
+            "zrecord rows, npy-mmap-raw, lmdb-raw and the limits. The run takes nice\n"
             "-20 when the process may raise its priority (--no-boost: never).\n");
 }
 
@@ -845,14 +892,14 @@ int main(int argc, char **argv)
 {
     struct options opt = {
         .dir = "/var/tmp", .passes = 3, .write_reps = 3, .seed = 20240601, .boost = true};
-    bool passes_set = false, reps_set = false;
+    bool passes_set = false, reps_set = false, large_set = false;
     static const struct option longopts[] = {
         {"quick", no_argument, NULL, 'q'},     {"only", required_argument, NULL, 'o'},
         {"dir", required_argument, NULL, 'd'}, {"passes", required_argument, NULL, 'p'},
         {"write-reps", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
         {"keep", no_argument, NULL, 'k'},      {"help", no_argument, NULL, 'h'},
         {"no-boost", no_argument, NULL, 'n'},  {"tsv", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
+        {"large", required_argument, NULL, 'l'}, {NULL, 0, NULL, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -866,6 +913,7 @@ int main(int argc, char **argv)
         case 'k': opt.keep = true; break;
         case 'n': opt.boost = false; break;
         case 't': opt.tsv = optarg; break;
+        case 'l': opt.large = atol(optarg); large_set = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -880,8 +928,12 @@ int main(int argc, char **argv)
         if (!reps_set)
             opt.write_reps = 1;
     }
-    if (opt.passes < 1 || opt.passes > 64 || opt.write_reps < 1 || opt.write_reps > 16) {
-        fprintf(stderr, "zrbench: --passes must be 1..64 and --write-reps 1..16\n");
+    if (!large_set)
+        opt.large = opt.quick ? 20000 : 200000;
+    if (opt.passes < 1 || opt.passes > 64 || opt.write_reps < 1 || opt.write_reps > 16 ||
+        opt.large < 0 || opt.large > 100000000) {
+        fprintf(stderr, "zrbench: --passes must be 1..64, --write-reps 1..16 and --large "
+                        "0..100000000\n");
         return 2;
     }
     if (opt.only) {
@@ -890,7 +942,7 @@ int main(int argc, char **argv)
             const char *e = strchr(p, ',');
             size_t len = e ? (size_t)(e - p) : strlen(p);
             bool found = false;
-            for (size_t k = 0; k < 4; k++)
+            for (size_t k = 0; k < NWORKLOADS; k++)
                 found |= strlen(WORKLOADS[k]) == len && strncmp(p, WORKLOADS[k], len) == 0;
             for (size_t k = 0; k < BK_KIND_COUNT; k++)
                 found |= strlen(ROW_NAMES[k]) == len && strncmp(p, ROW_NAMES[k], len) == 0;
@@ -941,14 +993,14 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     double t_start = g_start;
-    struct wl_result res[4];
+    struct wl_result res[NWORKLOADS];
     size_t nres = 0;
     int rc = 0;
     struct workload wv = {0}, wtd = {0}, wtr = {0};
     char corpus_note[1024] = "";
-    for (size_t k = 0; k < 4 && rc == 0; k++) {
+    for (size_t k = 0; k < NWORKLOADS && rc == 0; k++) {
         const char *name = WORKLOADS[k];
-        if (!want_workload(&opt, name))
+        if (!want_workload(&opt, name) || (k >= 4 && opt.large == 0))
             continue;
         struct workload *w = &wv;
         double t0 = now_seconds();
@@ -957,15 +1009,29 @@ int main(int argc, char **argv)
             rc = wl_dense_vision(&wv, &sz, opt.seed);
         else if (k == 1)
             rc = wl_ragged_vision(&wv, &sz, opt.seed);
-        else if (!wtd.n) {
-            rc = wl_tokens(&wtd, &wtr, &sz, opt.seed, corpus_note, sizeof corpus_note);
+        else if (!wtd.n || (k >= 4 && !is_large(&wtd))) {
+            /* The token workloads of one size share one read of the
+             * corpus; the larger ones replace the smaller. */
+            struct sizes tsz = sz;
+            if (k >= 4)
+                tsz.tokens = (size_t)opt.large;
+            wl_free(&wtd);
+            wl_free(&wtr);
+            rc = wl_tokens(&wtd, &wtr, &tsz, opt.seed, corpus_note, sizeof corpus_note);
+            if (rc == 0 && k >= 4) {
+                wtd.name = "dense-tokens-large";
+                wtd.title = "Dense tokens, larger store: int32[512] blocks";
+                wtr.name = "ragged-tokens-large";
+                wtr.title = "Ragged tokens, larger store: int32 records of 16..512 tokens";
+            }
             if (rc == 0) {
-                printf("**Token corpus**: %s\n\n", corpus_note);
+                printf("**Token corpus%s**: %s\n\n", k >= 4 ? " (larger token workloads)" : "",
+                       corpus_note);
                 fflush(stdout);
             }
         }
         if (k >= 2)
-            w = k == 2 ? &wtd : &wtr;
+            w = k % 2 == 0 ? &wtd : &wtr;
         if (rc != 0)
             break;
         progress("%s: records ready in %.1f s", name, now_seconds() - t0);
