@@ -65,6 +65,16 @@ struct zr_store {
 
     _Atomic uint64_t length; /* committed records; release-published */
 
+    /* How gathers read (gather.c): ZR_READ_PROBE until a planned batch
+     * shows whether the store's pages are in memory, then ZR_READ_MAPPED
+     * (they are: copy from the mappings) or ZR_READ_PLANNED (they are not:
+     * plan the reads, plan.h). cached_streak counts planned batches in a
+     * row that found every page cached; probe_at is when a mapped handle
+     * probes again (ns of CLOCK_MONOTONIC). */
+    _Atomic int read_mode;
+    _Atomic unsigned cached_streak;
+    _Atomic uint64_t probe_at;
+
     /* Dense raw stores: records 0..laid_out-1 are known to lie where
      * appends lay them out, record j at byte (j % per_chunk) * width of
      * chunk j / per_chunk, so a gather finds them without reading their
@@ -145,6 +155,22 @@ int zr_engine_sync_locked(zr_store *s);
  * ZR_EINVAL for NULL, ZR_EROFS for a read-only handle, ZR_EBUSY in any
  * process other than the one that opened it (R2). */
 int zr_engine_writer(zr_store *s, const char *op);
+
+/* Read modes of a handle (zr_store.read_mode). */
+enum { ZR_READ_PROBE, ZR_READ_MAPPED, ZR_READ_PLANNED };
+
+/* Fill locs[k] with the checked entry of record idx[k] (all below the
+ * committed length): made from the layout where it is known, else read
+ * from the record table, through the mappings or, with planned, with
+ * planned reads (plan.h). */
+int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned);
+
+/* Whether the next gather of s plans its reads (gather.c). */
+bool zr_gather_plans(zr_store *s);
+
+/* Give the chunk mappings the page-size advice that suits a handle whose
+ * pages are (resident) or are not in memory (tables.c). */
+void zr_tables_advise(zr_store *s, bool resident);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);

@@ -26,10 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codec.h"
 #include "engine.h"
 #include "io.h"
+#include "plan.h"
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
@@ -79,6 +81,88 @@ static void gather_error(struct gather_ctx *c, int rc)
     }
     pthread_mutex_unlock(&c->err_lock);
     atomic_store(&c->failed, 1);
+}
+
+/* ---- choosing the read path ----------------------------------------
+ *
+ * A gather copies records out of the mappings when their pages are in
+ * memory (ZR_READ_MAPPED), and plans its reads (plan.h) when they are
+ * not (ZR_READ_PLANNED): page faults read one page at a time per thread,
+ * where planned reads keep the device's queue full and read no more than
+ * the records. Asking the kernel which pages are cached costs a system
+ * call per record, more than copying a small cached record, so the choice
+ * is made per handle from what batches show: a planned batch learns, for
+ * free, how many of its reads the kernel completed from the page cache;
+ * a mapped batch that takes far longer than a copy of its bytes can
+ * (page faults that went to the disk) sends the handle back to probing,
+ * and a mapped handle probes again once a second anyway. */
+
+/* A planned batch that finds every page cached this many times in a row
+ * (once for a handle's first batch) moves the handle to the mappings. */
+#define CACHED_STREAK 2
+
+/* How often a mapped handle plans a batch to see whether its pages are
+ * still in memory. */
+#define PROBE_EVERY_NS 1000000000ull
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The longest a mapped block of `records` records and `bytes` decoded
+ * bytes may take before it counts as having waited for the disk: far
+ * above what copying (1 ns a byte) or decoding (5 ns a byte) costs,
+ * plus 20 us a record and 1 ms for a thread switched out meanwhile, and
+ * below a read from the disk per record (about 100 us here). */
+static uint64_t slow_limit(const zr_store *s, size_t records, uint64_t bytes)
+{
+    uint64_t per_byte = s->codec == ZR_CODEC_RAW ? 1 : 5;
+    return 1000000 + 20000 * (uint64_t)records + per_byte * bytes;
+}
+
+/* A mapped block was slow: plan the next batch to see why. */
+static void read_slowly(zr_store *s)
+{
+    atomic_store_explicit(&s->probe_at, 0, memory_order_relaxed);
+}
+
+bool zr_gather_plans(zr_store *s)
+{
+    if (atomic_load_explicit(&s->read_mode, memory_order_relaxed) != ZR_READ_MAPPED)
+        return true;
+    uint64_t at = atomic_load_explicit(&s->probe_at, memory_order_relaxed);
+    uint64_t now = now_ns();
+    if (now < at)
+        return false;
+    /* One caller probes; the others keep copying meanwhile. */
+    return atomic_compare_exchange_strong(&s->probe_at, &at, now + PROBE_EVERY_NS);
+}
+
+/* Move the handle between the modes after a planned batch whose reads
+ * st found cached or not. */
+static void note_planned(zr_store *s, const struct zr_plan_stats *st)
+{
+    int mode = atomic_load(&s->read_mode);
+    if (st->reads == 0)
+        return;
+    if (st->cached < st->reads) {
+        atomic_store(&s->cached_streak, 0);
+        if (mode != ZR_READ_PLANNED) {
+            atomic_store(&s->read_mode, ZR_READ_PLANNED);
+            if (mode == ZR_READ_MAPPED)
+                zr_tables_advise(s, false);
+        }
+        return;
+    }
+    unsigned streak = atomic_fetch_add(&s->cached_streak, 1) + 1;
+    if (mode == ZR_READ_MAPPED || (mode == ZR_READ_PLANNED && streak < CACHED_STREAK))
+        return;
+    atomic_store(&s->probe_at, now_ns() + PROBE_EVERY_NS);
+    atomic_store(&s->read_mode, ZR_READ_MAPPED);
+    zr_tables_advise(s, true);
 }
 
 /* How many entries ahead of the one in use a gather asks the CPU for.
@@ -269,6 +353,17 @@ static int decode_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_
     return 0;
 }
 
+/* Check the shape prefix of Ragged record i (entry l), now at out. */
+static int check_prefix(const zr_store *s, uint64_t i, const struct zr_loc *l, const uint8_t *out)
+{
+    uint32_t nd;
+    uint64_t poff;
+    if (s->id.kind == ZR_RAGGED &&
+        zr_prefix_check(out, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
+        return zr_loc_error(s, i, "shape prefix does not match the record's length");
+    return 0;
+}
+
 /* Copy or decode record i, whose entry l has been checked, to out; room
  * as decode_loc. */
 static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i,
@@ -290,13 +385,7 @@ static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i
         if (rc != 0)
             return rc;
     }
-    if (s->id.kind == ZR_RAGGED) {
-        uint32_t nd;
-        uint64_t poff;
-        if (zr_prefix_check(out, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
-            return zr_loc_error(s, i, "shape prefix does not match the record's length");
-    }
-    return 0;
+    return check_prefix(s, i, l, out);
 }
 
 /* Where block record j goes. */
@@ -316,22 +405,12 @@ static inline size_t room_after(const struct gather_ctx *c, size_t j, size_t b, 
     return (size_t)ZR_MIN(next->logic_length, DECODE_ROOM);
 }
 
-static void gather_shard(void *arg, size_t k)
+/* Copy or decode block records [a, b) from the mappings (or with pread). */
+static void copy_block(struct gather_ctx *c, size_t a, size_t b)
 {
-    struct gather_ctx *c = arg;
     zr_store *s = c->s;
-    size_t a, b;
-    if (c->cut) {
-        a = c->cut[k];
-        b = c->cut[k + 1];
-    } else {
-        a = c->n * k / c->nshards;
-        b = c->n * (k + 1) / c->nshards;
-    }
     ZSTD_DCtx *dctx = NULL;
     struct scratch sc = {0};
-    if (a == b)
-        return;
     if (s->codec != ZR_CODEC_RAW && !(dctx = zr_dctx_get())) {
         gather_error(c, zr_err(ZR_ENOMEM, "creating a zstd context"));
         return;
@@ -398,6 +477,29 @@ static void gather_shard(void *arg, size_t k)
     }
     zr_free(sc.p);
     zr_dctx_put(dctx);
+}
+
+/* Copy block k, timing it (see slow_limit). */
+static void gather_shard(void *arg, size_t k)
+{
+    struct gather_ctx *c = arg;
+    size_t a, b;
+    if (c->cut) {
+        a = c->cut[k];
+        b = c->cut[k + 1];
+    } else {
+        a = c->n * k / c->nshards;
+        b = c->n * (k + 1) / c->nshards;
+    }
+    if (a == b)
+        return;
+    uint64_t t0 = now_ns();
+    copy_block(c, a, b);
+    uint64_t bytes = c->locs ? 0 : (b - a) * c->s->width;
+    for (size_t j = a; c->locs && j < b; j++)
+        bytes += c->locs[j].logic_length;
+    if (now_ns() - t0 > slow_limit(c->s, b - a, bytes))
+        read_slowly(c->s);
 }
 
 /* How many blocks a batch of total decoded bytes is cut into: none under
@@ -476,6 +578,219 @@ out:
     return rc;
 }
 
+/* ---- planned reads ------------------------------------------------
+ *
+ * A planned batch reads each distinct record once: the requests are
+ * sorted by index, the entries that the layout does not give are read
+ * from the record table (planned too: a record table much larger than
+ * the RAM is read at random as well), the records' bytes are read to
+ * their first request's place (raw) or to a staging buffer that the
+ * callback decodes from as each read completes (zstd), and the repeats
+ * are copied last. */
+
+/* A request and its place in the batch, sorted by index. */
+struct req {
+    uint64_t index;
+    size_t k;
+};
+
+static int req_cmp(const void *x, const void *y)
+{
+    const struct req *a = x, *b = y;
+    if (a->index != b->index)
+        return a->index < b->index ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* The batch's distinct records: first[u] is the request that reads the
+ * u-th distinct index, rep[k] the request whose bytes request k copies
+ * (k itself for a first). Returns the number of distinct records. */
+static size_t distinct(const uint64_t *idx, size_t n, struct req *order, size_t *first,
+                       size_t *rep)
+{
+    for (size_t k = 0; k < n; k++)
+        order[k] = (struct req){idx[k], k};
+    qsort(order, n, sizeof *order, req_cmp);
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (j == 0 || order[j].index != order[j - 1].index)
+            first[m++] = order[j].k;
+        rep[order[j].k] = first[m - 1];
+    }
+    return m;
+}
+
+struct entry_read {
+    const zr_store *s;
+    uint8_t *raw;
+};
+
+/* Read the table entries of records idx[first[u]], u < m, that the layout
+ * does not give, into locs[first[u]], and check them. */
+static int read_entries(zr_store *s, const uint64_t *idx, const size_t *first, size_t m,
+                        uint64_t laid_out, struct zr_loc *locs, struct zr_plan_stats *st)
+{
+    struct zr_piece *pc = zr_malloc((m ? m : 1) * sizeof *pc);
+    uint8_t *raw = zr_malloc((m ? m : 1) * ZR_LOC_SIZE);
+    int rc = 0;
+    size_t np = 0;
+    if (!pc || !raw) {
+        rc = zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, m);
+        goto out;
+    }
+    uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
+    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
+    for (size_t u = 0; u < m; u++) {
+        size_t k = first[u];
+        uint64_t i = idx[k];
+        if (i < laid_out) {
+            zr_layout_loc(s, i, &locs[k]);
+            continue;
+        }
+        uint32_t g = (uint32_t)(i >> s->seg_shift);
+        uint64_t off = (i & in_seg) * ZR_LOC_SIZE;
+        if (g >= nsegs || off + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
+                                                                   memory_order_acquire)) {
+            rc = zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+            goto out;
+        }
+        pc[np++] = (struct zr_piece){.file = g, .len = ZR_LOC_SIZE, .off = off,
+                                     .to = raw + u * ZR_LOC_SIZE, .tag = k};
+    }
+    rc = zr_plan_read(s, &s->segs, pc, np, NULL, NULL, st);
+    if (rc == ZR_ECORRUPT && st->ended)
+        rc = zr_loc_error(s, idx[st->ended_tag], "the record table ends before the entry");
+    uint32_t nchunks = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
+    for (size_t j = 0; rc == 0 && j < np; j++) {
+        size_t k = pc[j].tag;
+        zr_loc_decode(pc[j].to, &locs[k]);
+        if (!zr_loc_fits(s, &locs[k], nchunks))
+            rc = zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
+    }
+out:
+    zr_free(pc);
+    zr_free(raw);
+    return rc;
+}
+
+int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned)
+{
+    if (!planned) {
+        for (size_t k = 0; k < n; k++)
+            if (zr_loc_get(s, idx[k], &locs[k]) != 0)
+                return zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
+        return 0;
+    }
+    struct req *order = zr_malloc((n ? n : 1) * sizeof *order);
+    size_t *first = zr_malloc((n ? n : 1) * sizeof *first);
+    size_t *rep = zr_malloc((n ? n : 1) * sizeof *rep);
+    int rc = 0;
+    if (!order || !first || !rep) {
+        rc = zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, n);
+    } else {
+        size_t m = distinct(idx, n, order, first, rep);
+        struct zr_plan_stats st;
+        rc = read_entries(s, idx, first, m, 0, locs, &st);
+        for (size_t k = 0; rc == 0 && k < n; k++)
+            locs[k] = locs[rep[k]];
+    }
+    zr_free(order);
+    zr_free(first);
+    zr_free(rep);
+    return rc;
+}
+
+struct planned {
+    struct gather_ctx *c;
+    const struct zr_loc *locs; /* by request */
+};
+
+/* A record's stored bytes have arrived (plan.h's callback): decode them
+ * to the request's place (zstd) and check its shape prefix (Ragged). */
+static int record_read(void *arg, const struct zr_piece *p)
+{
+    struct planned *pl = arg;
+    struct gather_ctx *c = pl->c;
+    zr_store *s = c->s;
+    size_t k = p->tag;
+    const struct zr_loc *l = &pl->locs[k];
+    uint8_t *out = out_of(c, k);
+    if (s->codec != ZR_CODEC_RAW) {
+        ZSTD_DCtx *dctx = zr_dctx_get();
+        if (!dctx)
+            return zr_err(ZR_ENOMEM, "creating a zstd context");
+        int rc = decode_loc(s, dctx, c->idx[k], l, p->to, out, 0);
+        zr_dctx_put(dctx);
+        if (rc != 0)
+            return rc;
+    }
+    return check_prefix(s, c->idx[k], l, out);
+}
+
+static int gather_planned(struct gather_ctx *c)
+{
+    zr_store *s = c->s;
+    size_t n = c->n;
+    struct req *order = zr_malloc(n * sizeof *order);
+    size_t *first = zr_malloc(n * sizeof *first);
+    size_t *rep = zr_malloc(n * sizeof *rep);
+    struct zr_loc *locs = zr_malloc(n * sizeof *locs);
+    struct zr_piece *pc = zr_malloc(n * sizeof *pc);
+    uint8_t *stage = NULL;
+    int rc = 0;
+    if (!order || !first || !rep || !locs || !pc) {
+        rc = zr_err(ZR_ENOMEM, "%s: planning the reads of %zu records", s->path, n);
+        goto out;
+    }
+    size_t m = distinct(c->idx, n, order, first, rep);
+    struct zr_plan_stats est = {0}, st = {0};
+    rc = read_entries(s, c->idx, first, m, c->laid_out, locs, &est);
+    if (rc != 0)
+        goto out;
+    uint64_t staged = 0;
+    if (s->codec != ZR_CODEC_RAW) {
+        for (size_t u = 0; u < m; u++)
+            staged += locs[first[u]].phys_length;
+        if (staged > SIZE_MAX || !(stage = zr_malloc(staged ? (size_t)staged : 1))) {
+            rc = zr_err(ZR_ENOMEM, "%s: staging %llu bytes of frames", s->path,
+                        (unsigned long long)staged);
+            goto out;
+        }
+    }
+    staged = 0;
+    for (size_t u = 0; u < m; u++) {
+        size_t k = first[u];
+        const struct zr_loc *l = &locs[k];
+        uint8_t *to = out_of(c, k);
+        if (stage) {
+            to = stage + staged;
+            staged += l->phys_length;
+        }
+        pc[u] = (struct zr_piece){.file = l->chunk_id, .len = l->phys_length, .off = l->offset,
+                                  .to = to, .tag = k};
+    }
+    struct planned pl = {.c = c, .locs = locs};
+    rc = zr_plan_read(s, &s->chunks, pc, m, record_read, &pl, &st);
+    if (rc == ZR_ECORRUPT && st.ended)
+        rc = zr_loc_error(s, c->idx[st.ended_tag], "the chunk ends before the record");
+    if (rc != 0)
+        goto out;
+    for (size_t k = 0; k < n; k++)
+        if (rep[k] != k)
+            memcpy(out_of(c, k), out_of(c, rep[k]), locs[rep[k]].logic_length);
+    st.reads += est.reads;
+    st.cached += est.cached;
+    note_planned(s, &st);
+out:
+    zr_free(order);
+    zr_free(first);
+    zr_free(rep);
+    zr_free(locs);
+    zr_free(pc);
+    zr_free(stage);
+    return rc;
+}
+
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
                      const uint64_t *offsets)
 {
@@ -488,6 +803,8 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
         c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     if (s->width)
         c.laid_out = zr_layout_known(s, len, n);
+    if (zr_gather_plans(s))
+        return gather_planned(&c);
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {
         c.nshards = 1;

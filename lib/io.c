@@ -24,7 +24,7 @@ static int sys_openat(int dirfd, const char *path, int flags, mode_t mode)
 #define ZR_IO_SYSTEM                                                                 \
     {                                                                                \
         .openat = sys_openat, .close = close, .pread = pread, .pwrite = pwrite,      \
-        .pwritev = pwritev, .fstatat = fstatat,                                      \
+        .preadv = preadv, .pwritev = pwritev, .fstatat = fstatat,                                      \
         .fdatasync = fdatasync, .fsync = fsync, .ftruncate = ftruncate,              \
         .fstat = fstat, .mkdirat = mkdirat, .renameat = renameat,                    \
         .unlinkat = unlinkat, .flock = flock, .mmap = mmap, .munmap = munmap,        \

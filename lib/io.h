@@ -18,6 +18,7 @@ struct zr_io_ops {
     int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
     int (*close)(int fd);
     ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+    ssize_t (*preadv)(int fd, const struct iovec *iov, int iovcnt, off_t off);
     ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
     ssize_t (*pwritev)(int fd, const struct iovec *iov, int iovcnt, off_t off);
     int (*fdatasync)(int fd);

@@ -80,13 +80,16 @@ ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t 
     int rc = zr_check_indices(s, idx, n, &len);
     if (rc != 0)
         return rc;
-    for (size_t k = 0; k < n; k++) {
-        struct zr_loc l;
-        if (zr_loc_get(s, idx[k], &l) != 0)
-            return zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
-        sizes[k] = l.logic_length;
-    }
-    return 0;
+    if (n == 0)
+        return 0;
+    struct zr_loc *locs = zr_malloc(n * sizeof *locs);
+    if (!locs)
+        return zr_err(ZR_ENOMEM, "%s: reading the sizes of %zu records", s->path, n);
+    rc = zr_batch_locs(s, idx, n, locs, zr_gather_plans(s));
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        sizes[k] = locs[k].logic_length;
+    zr_free(locs);
+    return rc;
 }
 
 ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,

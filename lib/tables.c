@@ -125,15 +125,13 @@ int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset)
     return 0;
 }
 
-/* Whether the table's files (the first n) ask for huge pages: when they
- * fit in a quarter of the RAM. A copy out of a mapping touches each of
- * its pages through the TLB, which the kernel empties on every system
- * call where page-table isolation is on, and 2 MiB pages take 512 times
- * fewer misses than 4 KiB ones (doc/performance.md). With MADV_HUGEPAGE
- * the kernel reads pages that are not yet cached 2 MiB at a time, which
- * a store much larger than the RAM, read at random, would pay on nearly
- * every record. Pages already in the page cache keep the size they were
- * written or read with. */
+/* Whether the table's files (the first n) ask for huge pages while they
+ * are in memory: when they fit in a quarter of the RAM. A copy out of a
+ * mapping touches each of its pages through the TLB, which the kernel
+ * empties on every system call where page-table isolation is on, and
+ * 2 MiB pages take 512 times fewer misses than 4 KiB ones
+ * (doc/performance.md). Pages already in the page cache keep the size
+ * they were written or read with. */
 static bool table_wants_huge_pages(const struct zr_ftable *t, uint32_t n)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -148,21 +146,37 @@ static bool table_wants_huge_pages(const struct zr_ftable *t, uint32_t n)
 static int map_table(zr_store *s, struct zr_ftable *t)
 {
     uint32_t n = atomic_load_explicit(&t->count, memory_order_acquire);
-    uint32_t i = atomic_load(&t->mapped);
-    bool huge = i < n && table_wants_huge_pages(t, n);
-    for (; i < n; i++) {
+    for (uint32_t i = atomic_load(&t->mapped); i < n; i++) {
         struct zr_file *f = zr_ftable_at(t, i);
         void *map = zr_io.mmap(NULL, t->cap, PROT_READ, MAP_SHARED, f->fd, 0);
         if (map == MAP_FAILED)
             return zr_err_sys(errno, "mapping %s/%u.%s", s->path, i, t->suffix);
-        /* Advice only: a kernel without transparent huge pages refuses it,
-         * and the mapping works as it is. */
-        if (huge)
+        if (atomic_load(&s->read_mode) == ZR_READ_MAPPED && table_wants_huge_pages(t, n))
             (void)madvise(map, t->cap, MADV_HUGEPAGE);
         f->map = map;
         atomic_store_explicit(&t->mapped, i + 1, memory_order_release);
     }
     return 0;
+}
+
+/* Huge pages pay only while the pages are in memory: MADV_HUGEPAGE makes
+ * the kernel read a missing page 2 MiB at a time, which a store read at
+ * random from the disk pays on nearly every record. Advice only: a kernel
+ * without transparent huge pages refuses it, and the mappings work as
+ * they are. */
+void zr_tables_advise(zr_store *s, bool resident)
+{
+    pthread_mutex_lock(&s->map_lock);
+    struct zr_ftable *tables[] = {&s->chunks, &s->segs};
+    for (int k = 0; k < 2; k++) {
+        struct zr_ftable *t = tables[k];
+        uint32_t n = atomic_load_explicit(&t->mapped, memory_order_acquire);
+        bool huge = resident && table_wants_huge_pages(t, n);
+        for (uint32_t i = 0; i < n; i++)
+            (void)madvise((void *)zr_ftable_at(t, i)->map, t->cap,
+                          huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    }
+    pthread_mutex_unlock(&s->map_lock);
 }
 
 int zr_ensure_mapped(zr_store *s)

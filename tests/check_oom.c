@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "engine.h"
@@ -84,13 +85,26 @@ static void teardown(void)
     free(dir);
 }
 
+/* The process's open descriptors, not counting io_uring instances: a
+ * thread keeps the ring its first planned read made for its lifetime
+ * (lib/plan.c), which is a cache, not a leak. */
 static int open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
     ck_assert_ptr_nonnull(d);
     int n = 0;
-    while (readdir(d))
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char link[300], target[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len > 0) {
+            target[len] = 0;
+            if (strcmp(target, "anon_inode:[io_uring]") == 0)
+                continue;
+        }
         n++;
+    }
     closedir(d);
     return n;
 }

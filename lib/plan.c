@@ -1,0 +1,435 @@
+/*
+ * plan.c: the batch read planner (plan.h).
+ *
+ * A batch becomes reads in three steps. The pieces are sorted by file and
+ * offset; pieces that follow one another in a file become one read (a
+ * readv into their several destinations), up to RUN_MAX_PIECES pieces
+ * and RUN_MAX_BYTES; the reads are cut into shards of about equal bytes,
+ * one per pool thread. Each shard keeps up to RING_ENTRIES reads in
+ * flight through its thread's io_uring and runs the caller's callback on
+ * each piece as its read completes, so that decoding one record overlaps
+ * the reads of the next.
+ *
+ * The reads are buffered: the kernel completes a read whose pages are
+ * cached at once, inside the submission, and starts the disk for the
+ * others without blocking. That tells the caller, for free, how much of a
+ * batch was in memory (zr_plan_stats), which gather.c uses to choose its
+ * path for the next batch.
+ *
+ * A thread's ring is made on its first planned read and lives until the
+ * thread exits. A process made by fork() shares its parent's rings' memory,
+ * so a child drops the rings it inherited (without touching them) and
+ * makes its own. Where io_uring cannot be had (an old kernel, a sandbox
+ * that forbids it) the reads are made one at a time with preadv.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+
+#include "io.h"
+#include "plan.h"
+#include "pool.h"
+
+/* Reads in flight per thread: enough for a device's queue (fio's QD32
+ * per thread, and more for remote devices) with room to spare. */
+#define RING_ENTRIES 128
+
+/* A merged read holds at most this many pieces (under IOV_MAX) and this
+ * many bytes, so that a sequential batch still spreads over the shards
+ * and the device sees several reads at once. */
+#define RUN_MAX_PIECES 256
+#define RUN_MAX_BYTES (2u << 20)
+
+/* Below this many bytes a shard is not worth a thread of its own. */
+#define MIN_SHARD_BYTES (64u << 10)
+
+struct run {
+    uint32_t file;
+    uint32_t count;   /* pieces */
+    size_t first;     /* its first piece in the sorted pieces */
+    uint64_t off;
+    uint64_t len;
+    unsigned submit;  /* the submission of its shard that issued it */
+};
+
+struct plan_ctx {
+    zr_store *s;
+    struct zr_ftable *t;
+    struct zr_piece *p;
+    struct iovec *iov; /* iov[i] is piece i's destination */
+    struct run *runs;
+    size_t *cut;       /* shard k is runs [cut[k], cut[k + 1]) */
+    zr_piece_fn done;
+    void *arg;
+    _Atomic size_t cached;
+    _Atomic int failed;
+    _Atomic bool ended;
+    size_t ended_tag;
+    pthread_mutex_t err_lock;
+    int err;
+    char errmsg[512];
+};
+
+static void plan_error(struct plan_ctx *c, int rc)
+{
+    pthread_mutex_lock(&c->err_lock);
+    if (c->err == 0) {
+        c->err = rc;
+        snprintf(c->errmsg, sizeof c->errmsg, "%s", zr_last_error());
+    }
+    pthread_mutex_unlock(&c->err_lock);
+    atomic_store(&c->failed, 1);
+}
+
+/* ---- a ring per thread ------------------------------------------------ */
+
+struct ring {
+    struct io_uring r;
+    int state;    /* 0: not made yet, 1: usable, -1: io_uring refused */
+    unsigned gen; /* fork_gen when it was made */
+};
+
+static _Thread_local struct ring tl_ring;
+static atomic_uint fork_gen;
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+
+static void ring_forked(void)
+{
+    atomic_fetch_add(&fork_gen, 1);
+}
+
+static void ring_exit(void *p)
+{
+    struct ring *rg = p;
+    if (rg->state == 1 && rg->gen == atomic_load(&fork_gen))
+        io_uring_queue_exit(&rg->r);
+    rg->state = 0;
+}
+
+static void ring_setup(void)
+{
+    (void)pthread_key_create(&ring_key, ring_exit);
+    (void)pthread_atfork(NULL, NULL, ring_forked);
+}
+
+/* This thread's ring, or NULL where io_uring cannot be used. */
+static struct io_uring *ring_get(void)
+{
+    struct ring *rg = &tl_ring;
+    unsigned gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+    if (rg->state == 1 && rg->gen == gen)
+        return &rg->r;
+    if (rg->state == -1 && rg->gen == gen)
+        return NULL;
+    /* A ring made before a fork is the parent's: forget it unused (its
+     * memory is the parent's too, and closing our copy of its descriptor
+     * would not free it). */
+    pthread_once(&ring_once, ring_setup);
+    rg->gen = gen;
+    if (io_uring_queue_init(RING_ENTRIES, &rg->r, 0) != 0) {
+        rg->state = -1;
+        return NULL;
+    }
+    rg->state = 1;
+    (void)pthread_setspecific(ring_key, rg);
+    return &rg->r;
+}
+
+/* ---- reading a run ---------------------------------------------------- */
+
+static int file_fd(const struct plan_ctx *c, uint32_t file)
+{
+    return zr_ftable_at(c->t, file)->fd;
+}
+
+/* Read run r from byte `done` of it on, with preadv on this thread: the
+ * rest of a read the kernel cut short, or a whole read without a ring. */
+static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
+{
+    struct iovec local[RUN_MAX_PIECES];
+    size_t cnt = 0;
+    uint64_t skip = done;
+    for (uint32_t k = 0; k < r->count; k++) {
+        struct iovec v = c->iov[r->first + k];
+        if (skip >= v.iov_len) {
+            skip -= v.iov_len;
+            continue;
+        }
+        local[cnt].iov_base = (uint8_t *)v.iov_base + skip;
+        local[cnt].iov_len = v.iov_len - skip;
+        skip = 0;
+        cnt++;
+    }
+    struct iovec *v = local;
+    int fd = file_fd(c, r->file);
+    while (done < r->len) {
+        ssize_t got = zr_io.preadv(fd, v, (int)ZR_MIN(cnt, (size_t)IOV_MAX), (off_t)(r->off + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return zr_err_sys(errno, "%s: reading %u.%s at byte %llu", c->s->path, r->file,
+                              c->t->suffix, (unsigned long long)(r->off + done));
+        if (got == 0) {
+            /* The piece that holds byte `done` of the run. */
+            size_t i = r->first;
+            for (uint64_t at = c->iov[i].iov_len; at <= done; at += c->iov[i].iov_len)
+                i++;
+            bool no = false;
+            if (atomic_compare_exchange_strong(&c->ended, &no, true))
+                c->ended_tag = c->p[i].tag;
+            return zr_err(ZR_ECORRUPT, "%s/%u.%s ends at byte %llu, before the bytes read there",
+                          c->s->path, r->file, c->t->suffix,
+                          (unsigned long long)(r->off + done));
+        }
+        done += (uint64_t)got;
+        while (cnt > 0 && (size_t)got >= v->iov_len) {
+            got -= (ssize_t)v->iov_len;
+            v++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            v->iov_base = (uint8_t *)v->iov_base + got;
+            v->iov_len -= (size_t)got;
+        }
+    }
+    return 0;
+}
+
+/* Hand run r's pieces to the callback. */
+static void pieces_done(struct plan_ctx *c, const struct run *r)
+{
+    for (uint32_t k = 0; c->done && k < r->count; k++) {
+        if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+            return;
+        int rc = c->done(c->arg, &c->p[r->first + k]);
+        if (rc != 0) {
+            plan_error(c, rc);
+            return;
+        }
+    }
+}
+
+/* Run r's read ended with res (bytes, or -errno): finish it and hand its
+ * pieces to the callback. */
+static void run_finish(struct plan_ctx *c, const struct run *r, int res)
+{
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+        return;
+    int rc = 0;
+    if (res < 0)
+        rc = zr_err_sys(-res, "%s: reading %u.%s at byte %llu", c->s->path, r->file,
+                        c->t->suffix, (unsigned long long)r->off);
+    else if ((uint64_t)res < r->len)
+        rc = read_sync(c, r, (uint64_t)res);
+    if (rc != 0)
+        plan_error(c, rc);
+    else
+        pieces_done(c, r);
+}
+
+static void prep_run(struct io_uring_sqe *sqe, const struct plan_ctx *c, const struct run *r)
+{
+    int fd = file_fd(c, r->file);
+    if (r->count == 1)
+        io_uring_prep_read(sqe, fd, c->iov[r->first].iov_base, (unsigned)r->len, r->off);
+    else
+        io_uring_prep_readv(sqe, fd, &c->iov[r->first], r->count, r->off);
+}
+
+/* Take one completion off the ring; returns its run. */
+static struct run *reap(struct plan_ctx *c, struct io_uring *ring, struct io_uring_cqe *cqe,
+                        int *res)
+{
+    struct run *r = &c->runs[(size_t)io_uring_cqe_get_data64(cqe)];
+    *res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    return r;
+}
+
+static void plan_shard(void *arg, size_t k)
+{
+    struct plan_ctx *c = arg;
+    size_t a = c->cut[k], b = c->cut[k + 1];
+    struct io_uring *ring = ring_get();
+    if (!ring) {
+        for (size_t j = a; j < b && !atomic_load(&c->failed); j++) {
+            int rc = read_sync(c, &c->runs[j], 0);
+            if (rc != 0)
+                plan_error(c, rc);
+            else
+                pieces_done(c, &c->runs[j]);
+        }
+        return;
+    }
+    size_t next = a, inflight = 0, cached = 0;
+    unsigned submit = 0;
+    bool broken = false;
+    while (inflight > 0 || (next < b && !atomic_load_explicit(&c->failed, memory_order_relaxed))) {
+        size_t queued = 0;
+        while (next < b && inflight + queued < RING_ENTRIES &&
+               !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            if (!sqe)
+                break;
+            prep_run(sqe, c, &c->runs[next]);
+            io_uring_sqe_set_data64(sqe, next);
+            c->runs[next].submit = submit + 1;
+            next++;
+            queued++;
+        }
+        if (queued > 0) {
+            submit++;
+            int got = io_uring_submit(ring);
+            while (got == -EINTR)
+                got = io_uring_submit(ring);
+            if (got < 0) {
+                plan_error(c, zr_err_sys(-got, "%s: io_uring_submit", c->s->path));
+                broken = true;
+                break;
+            }
+            inflight += (size_t)got;
+        }
+        /* What completed during the submission had its pages cached. */
+        struct io_uring_cqe *cqe;
+        bool any = false;
+        while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
+            int res;
+            struct run *r = reap(c, ring, cqe, &res);
+            if (r->submit == submit)
+                cached++;
+            inflight--;
+            any = true;
+            run_finish(c, r, res);
+        }
+        if (!any && inflight > 0) {
+            int rc = io_uring_wait_cqe(ring, &cqe);
+            if (rc == -EINTR)
+                continue;
+            if (rc != 0) {
+                plan_error(c, zr_err_sys(-rc, "%s: io_uring_wait_cqe", c->s->path));
+                broken = true;
+                break;
+            }
+            int res;
+            struct run *r = reap(c, ring, cqe, &res);
+            inflight--;
+            run_finish(c, r, res);
+        }
+    }
+    /* Reads still in flight write into the caller's memory: they must end
+     * before the batch returns, whatever failed. */
+    while (inflight > 0) {
+            struct io_uring_cqe *cqe;
+            int rc = io_uring_wait_cqe(ring, &cqe);
+            if (rc == -EINTR)
+                continue;
+        if (rc != 0)
+            abort(); /* cannot return while the kernel may still write */
+        io_uring_cqe_seen(ring, cqe);
+        inflight--;
+    }
+    /* A ring that refused work may hold unsubmitted reads: make a new
+     * one next time. */
+    if (broken)
+        ring_exit(&tl_ring);
+    atomic_fetch_add_explicit(&c->cached, cached, memory_order_relaxed);
+}
+
+/* ---- planning --------------------------------------------------------- */
+
+static int piece_cmp(const void *x, const void *y)
+{
+    const struct zr_piece *a = x, *b = y;
+    if (a->file != b->file)
+        return a->file < b->file ? -1 : 1;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* Merge the sorted pieces into runs; returns how many. */
+static size_t make_runs(struct plan_ctx *c, size_t n)
+{
+    size_t nruns = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct zr_piece *q = &c->p[i];
+        c->iov[i].iov_base = q->to;
+        c->iov[i].iov_len = q->len;
+        struct run *r = nruns ? &c->runs[nruns - 1] : NULL;
+        if (r && r->file == q->file && r->off + r->len == q->off && r->count < RUN_MAX_PIECES &&
+            r->len + q->len <= RUN_MAX_BYTES) {
+            r->count++;
+            r->len += q->len;
+            continue;
+        }
+        c->runs[nruns++] = (struct run){.file = q->file, .count = 1, .first = i, .off = q->off,
+                                        .len = q->len};
+    }
+    return nruns;
+}
+
+/* Cut the runs into shards of about equal bytes; returns how many. */
+static size_t make_shards(struct plan_ctx *c, size_t nruns, uint64_t total)
+{
+    size_t shards = (size_t)ZR_MIN((uint64_t)zr_pool_threads(),
+                                   ZR_MAX(1, total / MIN_SHARD_BYTES));
+    shards = ZR_MIN(shards, nruns);
+    uint64_t seen = 0;
+    size_t j = 0;
+    c->cut[0] = 0;
+    for (size_t k = 1; k < shards; k++) {
+        uint64_t goal = total * k / shards;
+        while (j < nruns && seen < goal)
+            seen += c->runs[j++].len;
+        c->cut[k] = j;
+    }
+    c->cut[shards] = nruns;
+    return shards;
+}
+
+int zr_plan_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                 zr_piece_fn done, void *arg, struct zr_plan_stats *st)
+{
+    if (st)
+        *st = (struct zr_plan_stats){0};
+    if (n == 0)
+        return 0;
+    qsort(p, n, sizeof *p, piece_cmp);
+    struct plan_ctx c = {.s = s, .t = t, .p = p, .done = done, .arg = arg};
+    c.iov = zr_malloc(n * sizeof *c.iov);
+    c.runs = zr_malloc(n * sizeof *c.runs);
+    c.cut = zr_malloc(((size_t)zr_pool_threads() + 1) * sizeof *c.cut);
+    int rc = 0;
+    if (!c.iov || !c.runs || !c.cut) {
+        rc = zr_err(ZR_ENOMEM, "%s: planning the reads of %zu records", s->path, n);
+        goto out;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += p[i].len;
+    size_t nruns = make_runs(&c, n);
+    size_t shards = make_shards(&c, nruns, total);
+    pthread_mutex_init(&c.err_lock, NULL);
+    if (shards == 1)
+        plan_shard(&c, 0);
+    else
+        zr_pool_run(shards, plan_shard, &c);
+    pthread_mutex_destroy(&c.err_lock);
+    if (st) {
+        st->reads = nruns;
+        st->cached = atomic_load(&c.cached);
+        st->ended = atomic_load(&c.ended);
+        st->ended_tag = c.ended_tag;
+    }
+    if (c.err != 0) {
+        zr_err_restore(c.err, c.errmsg);
+        rc = c.err;
+    }
+out:
+    zr_free(c.iov);
+    zr_free(c.runs);
+    zr_free(c.cut);
+    return rc;
+}
