@@ -73,6 +73,7 @@ struct zr_store {
      * probes again (ns of CLOCK_MONOTONIC). */
     _Atomic int read_mode;
     _Atomic unsigned cached_streak;
+    _Atomic unsigned streak_needed; /* grows while the files are not resident */
     _Atomic uint64_t probe_at;
 
     /* Dense raw stores: records 0..laid_out-1 are known to lie where
@@ -168,8 +169,12 @@ int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *loc
 /* Whether the next gather of s plans its reads (gather.c). */
 bool zr_gather_plans(zr_store *s);
 
-/* Give the chunk mappings the page-size advice that suits a handle whose
- * pages are (resident) or are not in memory (tables.c). */
+/* Whether the files of s are (1) or are not (0) nearly all in the page
+ * cache, -1 where the kernel cannot tell (tables.c). */
+int zr_tables_resident(zr_store *s);
+
+/* Give the mappings the page-size advice that suits a handle whose pages
+ * are (resident) or are not in memory (tables.c). */
 void zr_tables_advise(zr_store *s, bool resident);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */

@@ -94,12 +94,15 @@ static void gather_error(struct gather_ctx *c, int rc)
  * is made per handle from what batches show: a planned batch learns, for
  * free, how many of its reads the kernel completed from the page cache;
  * a mapped batch that takes far longer than a copy of its bytes can
- * (page faults that went to the disk) sends the handle back to probing,
- * and a mapped handle probes again once a second anyway. */
+ * (page faults that went to the disk) has the handle look again at once,
+ * and a mapped handle looks again once a second anyway: whether its files
+ * are still in memory, which the kernel tells in one call a file. */
 
 /* A planned batch that finds every page cached this many times in a row
- * (once for a handle's first batch) moves the handle to the mappings. */
+ * (once for a handle's first batch) has the handle look whether its files
+ * are in memory as a whole (cachestat), and move to the mappings if so. */
 #define CACHED_STREAK 2
+#define MAX_STREAK 1024
 
 /* How often a mapped handle plans a batch to see whether its pages are
  * still in memory. */
@@ -129,6 +132,22 @@ static void read_slowly(zr_store *s)
     atomic_store_explicit(&s->probe_at, 0, memory_order_relaxed);
 }
 
+/* Read from the mappings from now on. */
+static void read_mapped(zr_store *s)
+{
+    atomic_store(&s->probe_at, now_ns() + PROBE_EVERY_NS);
+    atomic_store(&s->streak_needed, CACHED_STREAK);
+    atomic_store(&s->read_mode, ZR_READ_MAPPED);
+    zr_tables_advise(s, true);
+}
+
+static void read_planned(zr_store *s)
+{
+    atomic_store(&s->cached_streak, 0);
+    if (atomic_exchange(&s->read_mode, ZR_READ_PLANNED) == ZR_READ_MAPPED)
+        zr_tables_advise(s, false);
+}
+
 bool zr_gather_plans(zr_store *s)
 {
     if (atomic_load_explicit(&s->read_mode, memory_order_relaxed) != ZR_READ_MAPPED)
@@ -137,32 +156,42 @@ bool zr_gather_plans(zr_store *s)
     uint64_t now = now_ns();
     if (now < at)
         return false;
-    /* One caller probes; the others keep copying meanwhile. */
-    return atomic_compare_exchange_strong(&s->probe_at, &at, now + PROBE_EVERY_NS);
+    /* One caller looks; the others keep copying meanwhile. */
+    if (!atomic_compare_exchange_strong(&s->probe_at, &at, now + PROBE_EVERY_NS))
+        return false;
+    int resident = zr_tables_resident(s);
+    if (resident == 1)
+        return false;
+    if (resident == 0)
+        read_planned(s);
+    return true; /* a planned batch tells where the kernel cannot */
 }
 
 /* Move the handle between the modes after a planned batch whose reads
- * st found cached or not. */
+ * st found cached or not. Batches that found everything cached move it
+ * to the mappings once the files are found in memory as a whole (a batch
+ * can be cached where the store is not); while they are not, the batches
+ * asked for before the next look double, up to MAX_STREAK. */
 static void note_planned(zr_store *s, const struct zr_plan_stats *st)
 {
     int mode = atomic_load(&s->read_mode);
-    if (st->reads == 0)
+    if (st->reads == 0 || mode == ZR_READ_MAPPED)
         return;
     if (st->cached < st->reads) {
-        atomic_store(&s->cached_streak, 0);
-        if (mode != ZR_READ_PLANNED) {
-            atomic_store(&s->read_mode, ZR_READ_PLANNED);
-            if (mode == ZR_READ_MAPPED)
-                zr_tables_advise(s, false);
-        }
+        read_planned(s);
         return;
     }
     unsigned streak = atomic_fetch_add(&s->cached_streak, 1) + 1;
-    if (mode == ZR_READ_MAPPED || (mode == ZR_READ_PLANNED && streak < CACHED_STREAK))
+    unsigned need = ZR_MAX(CACHED_STREAK, atomic_load(&s->streak_needed));
+    if (mode == ZR_READ_PLANNED && streak < need)
         return;
-    atomic_store(&s->probe_at, now_ns() + PROBE_EVERY_NS);
-    atomic_store(&s->read_mode, ZR_READ_MAPPED);
-    zr_tables_advise(s, true);
+    int resident = zr_tables_resident(s);
+    if (resident == 0) {
+        atomic_store(&s->streak_needed, ZR_MIN(2 * need, MAX_STREAK));
+        read_planned(s);
+        return;
+    }
+    read_mapped(s);
 }
 
 /* How many entries ahead of the one in use a gather asks the CPU for.

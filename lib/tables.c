@@ -16,7 +16,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -157,6 +159,42 @@ static int map_table(zr_store *s, struct zr_ftable *t)
         atomic_store_explicit(&t->mapped, i + 1, memory_order_release);
     }
     return 0;
+}
+
+/* cachestat(2), Linux 6.5: how many pages of a file range are cached. C
+ * libraries older than the call lack its number and structures. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+struct zr_cachestat_range {
+    uint64_t off, len;
+};
+struct zr_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* A file counts as in memory when at most this share of its pages
+ * (1 / RESIDENT_SLACK) is not. */
+#define RESIDENT_SLACK 100
+
+int zr_tables_resident(zr_store *s)
+{
+    struct zr_ftable *tables[] = {&s->chunks, &s->segs};
+    for (int k = 0; k < 2; k++) {
+        struct zr_ftable *t = tables[k];
+        uint32_t n = atomic_load_explicit(&t->count, memory_order_acquire);
+        for (uint32_t i = 0; i < n; i++) {
+            const struct zr_file *f = zr_ftable_at(t, i);
+            uint64_t pages = (atomic_load_explicit(&f->size, memory_order_relaxed) + 4095) / 4096;
+            struct zr_cachestat_range r = {0, 0};
+            struct zr_cachestat cs;
+            if (syscall(SYS_cachestat, f->fd, &r, &cs, 0) != 0)
+                return -1;
+            if (cs.nr_cache < pages - pages / RESIDENT_SLACK)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 /* Huge pages pay only while the pages are in memory: MADV_HUGEPAGE makes
