@@ -35,6 +35,7 @@ struct workload {
     size_t batch, nbatches;
     uint64_t *plan;     /* nbatches * batch indices */
     uint64_t plan_logical; /* payload bytes returned by the whole plan */
+    uint64_t plan_paged;   /* the same, each record rounded up to 4 KiB pages */
 
     char note[1024];    /* how the data was made, for the report */
 };

@@ -59,6 +59,13 @@ int cold_fio_run(const char *file, uint64_t io_size, int seconds, uint64_t seed,
 /* Record checksums: a 64-bit hash of a record's bytes; Ragged records
  * hash their payload with a seed made from their shape, so a record with
  * the right bytes and a wrong shape does not match. */
+/* Bytes of n rounded up to whole 4 KiB pages: the least a disk reads to
+ * deliver a record of n bytes, the unit the read amplification counts. */
+static inline uint64_t cold_pages(uint64_t n)
+{
+    return (n + 4095) / 4096 * 4096;
+}
+
 uint64_t cold_hash(const void *p, size_t n, uint64_t seed);
 uint64_t cold_shape_seed(const uint64_t *shape, uint32_t ndim);
 /* The checksum of record k of w, from its bytes in memory. */
@@ -113,6 +120,7 @@ struct cold_row {
     bool valid;
     struct cold_meas cold, warm;
     uint64_t gathered;        /* logical bytes one pass returns */
+    uint64_t paged;           /* the same, each record rounded up to 4 KiB pages */
     size_t recs;              /* records one pass returns */
     size_t batches;
     double step;              /* loader: the simulated step, seconds */
@@ -133,7 +141,7 @@ struct cold_wl {
     uint64_t footprint[ST_COUNT];
     uint64_t chunk_bytes[2];  /* raw, zstd: the largest chunk file (fio's file) */
     char chunk[2][4096];
-    uint64_t plan_stored[2];  /* stored bytes of the plan's records: raw, zstd */
+    uint64_t plan_stored[2];  /* stored bytes of the plan's records: raw; zstd in 4 KiB pages */
     double mean_stored[2];    /* stored bytes per record over the store */
     char note[1024], corpus[1024];
     /* fio before the rows and after them: [round][raw, zstd][QD1, QD32];

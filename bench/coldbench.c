@@ -209,8 +209,9 @@ static void print_method(FILE *out, const struct cold_opts *o, const struct cold
             "plan's first %zu records) read the same records in the same order, and every batch "
             "is checked against the records' checksums after its timing. *Disk read / gathered* "
             "is the growth of the sectors-read field of /proc/diskstats for /dev/%s (the device "
-            "holding the stores) times 512, divided by the payload bytes the pass returned; it "
-            "counts every process's reads, so *own* gives read_bytes of /proc/PID/io for this "
+            "holding the stores) times 512, divided by the payload bytes the pass returned "
+            "counted in 4 KiB pages (each record rounded up to whole pages, the least a disk "
+            "reads to deliver it); it counts every process's reads, so *own* gives read_bytes of /proc/PID/io for this "
             "process and the FUSE daemon alone. *First batch* is the first batch's latency "
             "(the loader: from its creation to its first batch). The device's limit is fio on "
             "the zrecord stores' largest chunk files in the same run: O_DIRECT, io_uring, "
@@ -267,8 +268,8 @@ static void print_gathers(FILE *out, const struct cold_wl *c)
         if (!x->valid || strcmp(x->part, "gather") != 0)
             continue;
         char amp[32], own[32];
-        fmt_ratio(amp, sizeof amp, x->cold.dev, x->gathered);
-        fmt_ratio(own, sizeof own, x->cold.proc, x->gathered);
+        fmt_ratio(amp, sizeof amp, x->cold.dev, x->paged);
+        fmt_ratio(own, sizeof own, x->cold.proc, x->paged);
         fprintf(out, "| %s | %d | %.0f | %.1f | %.1f ms | %s | %s | %.0f | %.1f | %.2f ms |\n",
                 x->name, x->threads, mibs(x->gathered, x->cold.secs),
                 (double)x->recs / x->cold.secs / 1e3, x->cold.first * 1e3, amp, own,
@@ -304,7 +305,7 @@ static void print_loader(FILE *out, const struct cold_opts *o, const struct cold
         if (!x->valid || strcmp(x->part, "loader") != 0)
             continue;
         char amp[32];
-        fmt_ratio(amp, sizeof amp, x->cold.dev, x->gathered);
+        fmt_ratio(amp, sizeof amp, x->cold.dev, x->paged);
         fprintf(out, "| %s | %.1f ms | %.1f | %.1f | %.2f | %.1f ms | %s |\n", x->name,
                 x->step * 1e3, (double)x->batches / x->warm.secs,
                 (double)x->batches / x->cold.secs, x->warm.secs / x->cold.secs,
@@ -337,8 +338,8 @@ static void print_files(FILE *out, const struct cold_wl *c)
         if (!x->valid || strcmp(x->part, "files") != 0)
             continue;
         char amp[32], own[32];
-        fmt_ratio(amp, sizeof amp, x->cold.dev, x->gathered);
-        fmt_ratio(own, sizeof own, x->cold.proc, x->gathered);
+        fmt_ratio(amp, sizeof amp, x->cold.dev, x->paged);
+        fmt_ratio(own, sizeof own, x->cold.proc, x->paged);
         fprintf(out, "| %s | %d | %.0f | %.0f | %s | %s | %.0f | %.0f |\n", x->name, x->threads,
                 (double)x->recs / x->cold.secs, mibs(x->gathered, x->cold.secs), amp, own,
                 (double)x->recs / x->warm.secs, mibs(x->gathered, x->warm.secs));
@@ -431,11 +432,11 @@ static int print_targets(FILE *out, const struct cold_wl *cws, size_t n)
                        "zrecord-zstd cold MiB/s / min(fio QD32 %.0f, warm %.0f) MiB/s", dev, warm);
         }
         if (raw)
-            add_target(t, &nt, wl, (double)raw->cold.dev / (double)raw->gathered, 1.5, true,
-                       "zrecord-raw cold: disk bytes read / bytes gathered");
+            add_target(t, &nt, wl, (double)raw->cold.dev / (double)raw->paged, 1.5, true,
+                       "zrecord-raw cold: disk bytes read / bytes gathered in 4 KiB pages");
         if (zs)
             add_target(t, &nt, wl, (double)zs->cold.dev / (double)c->plan_stored[1], 1.5, true,
-                       "zrecord-zstd cold: disk bytes read / stored bytes gathered");
+                       "zrecord-zstd cold: disk bytes read / stored bytes gathered in 4 KiB pages");
         for (int z = 0; z < 2; z++) {
             const char *name = z ? "zrecord-zstd" : "zrecord-raw";
             const struct cold_row *l = cold_find(c, "loader", name, -1);

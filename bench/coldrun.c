@@ -284,6 +284,7 @@ static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,
     row->cold = cold[o->passes / 2];
     row->warm = warm[o->passes / 2];
     row->gathered = c->w.plan_logical;
+    row->paged = c->w.plan_paged;
     row->recs = c->w.nbatches * c->w.batch;
     row->batches = c->w.nbatches;
     row->valid = true;
@@ -437,6 +438,7 @@ static int run_loader_row(const struct cold_opts *o, struct cold_wl *c, int z,
     row->cold = cold[o->passes / 2];
     row->warm = warm[o->passes / 2];
     row->gathered = c->w.plan_logical;
+    row->paged = c->w.plan_paged;
     row->recs = c->w.nbatches * c->w.batch;
     row->batches = c->w.nbatches;
     row->step = step;
@@ -530,9 +532,11 @@ static int run_files_row(const struct cold_opts *o, struct cold_wl *c, int which
     row->threads = readers;
     row->cold = cold[o->passes / 2];
     row->warm = warm[o->passes / 2];
-    row->gathered = 0;
-    for (size_t k = 0; k < nf; k++)
+    row->gathered = row->paged = 0;
+    for (size_t k = 0; k < nf; k++) {
         row->gathered += wl_bytes(w, w->plan[k]);
+        row->paged += cold_pages(wl_bytes(w, w->plan[k]));
+    }
     row->recs = nf;
     row->valid = true;
     return 0;

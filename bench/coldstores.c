@@ -410,7 +410,7 @@ int cold_store_facts(struct cold_wl *c)
             rc = -1;
             break;
         }
-        total += le32(e + 4);
+        total += cold_pages(le32(e + 4));
     }
     if (fd >= 0)
         close(fd);
@@ -464,10 +464,12 @@ void cold_make_plan(struct cold_wl *c, size_t nbatches, uint64_t seed)
     w->batch = BENCH_BATCH;
     w->nbatches = nbatches;
     w->plan = bench_xmalloc(nbatches * BENCH_BATCH * sizeof *w->plan);
-    w->plan_logical = 0;
+    w->plan_logical = w->plan_paged = 0;
     for (size_t s = 0; s < nbatches; s++)
         zr_sampler_batch(sm, s, w->plan + s * BENCH_BATCH);
-    for (size_t k = 0; k < nbatches * BENCH_BATCH; k++)
+    for (size_t k = 0; k < nbatches * BENCH_BATCH; k++) {
         w->plan_logical += wl_bytes(w, w->plan[k]);
+        w->plan_paged += cold_pages(wl_bytes(w, w->plan[k]));
+    }
     zr_sampler_free(sm);
 }
