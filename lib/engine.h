@@ -173,9 +173,10 @@ bool zr_gather_plans(zr_store *s);
  * cache, -1 where the kernel cannot tell (tables.c). */
 int zr_tables_resident(zr_store *s);
 
-/* Give the mappings the page-size advice that suits a handle whose pages
- * are (resident) or are not in memory (tables.c). */
-void zr_tables_advise(zr_store *s, bool resident);
+/* Set the read mode of s (ZR_READ_MAPPED or ZR_READ_PLANNED) and give
+ * the mappings the page-size advice that suits it, together, so that the
+ * advice never lags the mode (tables.c). */
+void zr_tables_set_mode(zr_store *s, int mode);
 
 /* Close and unmap the files count.. of a table (exclusive use only). */
 void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);

@@ -137,15 +137,13 @@ static void read_mapped(zr_store *s)
 {
     atomic_store(&s->probe_at, now_ns() + PROBE_EVERY_NS);
     atomic_store(&s->streak_needed, CACHED_STREAK);
-    atomic_store(&s->read_mode, ZR_READ_MAPPED);
-    zr_tables_advise(s, true);
+    zr_tables_set_mode(s, ZR_READ_MAPPED);
 }
 
 static void read_planned(zr_store *s)
 {
     atomic_store(&s->cached_streak, 0);
-    if (atomic_exchange(&s->read_mode, ZR_READ_PLANNED) == ZR_READ_MAPPED)
-        zr_tables_advise(s, false);
+    zr_tables_set_mode(s, ZR_READ_PLANNED);
 }
 
 bool zr_gather_plans(zr_store *s)
@@ -175,12 +173,14 @@ bool zr_gather_plans(zr_store *s)
 static void note_planned(zr_store *s, const struct zr_plan_stats *st)
 {
     int mode = atomic_load(&s->read_mode);
-    if (st->reads == 0 || mode == ZR_READ_MAPPED)
+    if (st->reads == 0)
         return;
     if (st->cached < st->reads) {
         read_planned(s);
         return;
     }
+    if (mode == ZR_READ_MAPPED)
+        return;
     unsigned streak = atomic_fetch_add(&s->cached_streak, 1) + 1;
     unsigned need = ZR_MAX(CACHED_STREAK, atomic_load(&s->streak_needed));
     if (mode == ZR_READ_PLANNED && streak < need)

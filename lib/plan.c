@@ -17,10 +17,11 @@
  * path for the next batch.
  *
  * A thread's ring is made on its first planned read and lives until the
- * thread exits. A process made by fork() shares its parent's rings' memory,
- * so a child drops the rings it inherited (without touching them) and
- * makes its own. Where io_uring cannot be had (an old kernel, a sandbox
- * that forbids it) the reads are made one at a time with preadv.
+ * thread exits. A process made by fork() shares its parent's rings, so a
+ * child lets go of the ring it inherited and makes its own. Where io_uring
+ * cannot be had (an old kernel, a sandbox that forbids it) the reads are
+ * made one at a time with preadv, each tried first without waiting
+ * (RWF_NOWAIT) so that the statistics still tell what was cached.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "io.h"
 #include "plan.h"
@@ -88,14 +90,26 @@ static void plan_error(struct plan_ctx *c, int rc)
 
 struct ring {
     struct io_uring r;
-    int state;    /* 0: not made yet, 1: usable, -1: io_uring refused */
-    unsigned gen; /* fork_gen when it was made */
+    int state;         /* 0: not made yet, 1: usable, -1: io_uring refused */
+    unsigned gen;      /* fork_gen when it was made */
+    uint64_t retry_at; /* refused: when to ask again (ns of CLOCK_MONOTONIC) */
 };
 
 static _Thread_local struct ring tl_ring;
 static atomic_uint fork_gen;
 static pthread_key_t ring_key;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+
+/* A thread whose ring could not be made (out of descriptors or locked
+ * memory for a moment) asks again after this long. */
+#define RING_RETRY_NS 1000000000ull
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void ring_forked(void)
 {
@@ -105,7 +119,7 @@ static void ring_forked(void)
 static void ring_exit(void *p)
 {
     struct ring *rg = p;
-    if (rg->state == 1 && rg->gen == atomic_load(&fork_gen))
+    if (rg->state == 1)
         io_uring_queue_exit(&rg->r);
     rg->state = 0;
 }
@@ -123,15 +137,18 @@ static struct io_uring *ring_get(void)
     unsigned gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
     if (rg->state == 1 && rg->gen == gen)
         return &rg->r;
-    if (rg->state == -1 && rg->gen == gen)
+    if (rg->state == -1 && rg->gen == gen && mono_ns() < rg->retry_at)
         return NULL;
-    /* A ring made before a fork is the parent's: forget it unused (its
-     * memory is the parent's too, and closing our copy of its descriptor
-     * would not free it). */
+    /* A ring made before a fork is shared with the parent: the child
+     * unmaps and closes only its own copies, which leaves the parent's
+     * ring as it was, and makes a ring of its own. */
     pthread_once(&ring_once, ring_setup);
+    if (rg->state == 1)
+        io_uring_queue_exit(&rg->r);
     rg->gen = gen;
     if (io_uring_queue_init(RING_ENTRIES, &rg->r, 0) != 0) {
         rg->state = -1;
+        rg->retry_at = mono_ns() + RING_RETRY_NS;
         return NULL;
     }
     rg->state = 1;
@@ -214,13 +231,16 @@ static void pieces_done(struct plan_ctx *c, const struct run *r)
 }
 
 /* Run r's read ended with res (bytes, or -errno): finish it and hand its
- * pieces to the callback. */
+ * pieces to the callback. A read the kernel interrupted or could not
+ * start is made again with preadv. */
 static void run_finish(struct plan_ctx *c, const struct run *r, int res)
 {
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
         return;
     int rc = 0;
-    if (res < 0)
+    if (res == -EINTR || res == -EAGAIN)
+        rc = read_sync(c, r, 0);
+    else if (res < 0)
         rc = zr_err_sys(-res, "%s: reading %u.%s at byte %llu", c->s->path, r->file,
                         c->t->suffix, (unsigned long long)r->off);
     else if ((uint64_t)res < r->len)
@@ -229,6 +249,23 @@ static void run_finish(struct plan_ctx *c, const struct run *r, int res)
         plan_error(c, rc);
     else
         pieces_done(c, r);
+}
+
+/* Read runs [j, b) of a shard without a ring: each first without waiting
+ * for the disk, which succeeds, whole, only where its pages are cached
+ * (counted in *cached), then the rest with preadv. */
+static void shard_sync(struct plan_ctx *c, size_t j, size_t b, size_t *cached)
+{
+    for (; j < b && !atomic_load(&c->failed); j++) {
+        const struct run *r = &c->runs[j];
+        ssize_t got = -1;
+        if (r->count <= IOV_MAX)
+            got = preadv2(file_fd(c, r->file), &c->iov[r->first], (int)r->count, (off_t)r->off,
+                          RWF_NOWAIT);
+        if (got == (ssize_t)r->len)
+            (*cached)++;
+        run_finish(c, r, got < 0 ? -EAGAIN : (int)got);
+    }
 }
 
 static void prep_run(struct io_uring_sqe *sqe, const struct plan_ctx *c, const struct run *r)
@@ -250,27 +287,39 @@ static struct run *reap(struct plan_ctx *c, struct io_uring *ring, struct io_uri
     return r;
 }
 
+/* Submit the n reads queued on ring; returns how many the kernel took,
+ * which is fewer when it is short of resources or refuses the ring. */
+static size_t submit_all(struct io_uring *ring, size_t n)
+{
+    size_t took = 0;
+    while (took < n) {
+        int got = io_uring_submit(ring);
+        if (got == -EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        took += (size_t)got;
+    }
+    return took;
+}
+
 static void plan_shard(void *arg, size_t k)
 {
     struct plan_ctx *c = arg;
-    size_t a = c->cut[k], b = c->cut[k + 1];
-    struct io_uring *ring = ring_get();
+    size_t a = c->cut[k], b = c->cut[k + 1], cached = 0;
+    struct io_uring *ring = a < b ? ring_get() : NULL;
     if (!ring) {
-        for (size_t j = a; j < b && !atomic_load(&c->failed); j++) {
-            int rc = read_sync(c, &c->runs[j], 0);
-            if (rc != 0)
-                plan_error(c, rc);
-            else
-                pieces_done(c, &c->runs[j]);
-        }
+        shard_sync(c, a, b, &cached);
+        atomic_fetch_add_explicit(&c->cached, cached, memory_order_relaxed);
         return;
     }
-    size_t next = a, inflight = 0, cached = 0;
+    size_t next = a, inflight = 0;
     unsigned submit = 0;
     bool broken = false;
-    while (inflight > 0 || (next < b && !atomic_load_explicit(&c->failed, memory_order_relaxed))) {
+    while (inflight > 0 || (!broken && next < b &&
+                            !atomic_load_explicit(&c->failed, memory_order_relaxed))) {
         size_t queued = 0;
-        while (next < b && inflight + queued < RING_ENTRIES &&
+        while (!broken && next < b && inflight + queued < RING_ENTRIES &&
                !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
             if (!sqe)
@@ -283,15 +332,15 @@ static void plan_shard(void *arg, size_t k)
         }
         if (queued > 0) {
             submit++;
-            int got = io_uring_submit(ring);
-            while (got == -EINTR)
-                got = io_uring_submit(ring);
-            if (got < 0) {
-                plan_error(c, zr_err_sys(-got, "%s: io_uring_submit", c->s->path));
+            size_t took = submit_all(ring, queued);
+            inflight += took;
+            /* Reads the kernel did not take stay queued in the ring: the
+             * ring is dropped once the others end, and they are read
+             * without it. */
+            if (took < queued) {
+                next -= queued - took;
                 broken = true;
-                break;
             }
-            inflight += (size_t)got;
         }
         /* What completed during the submission had its pages cached. */
         struct io_uring_cqe *cqe;
@@ -309,33 +358,21 @@ static void plan_shard(void *arg, size_t k)
             int rc = io_uring_wait_cqe(ring, &cqe);
             if (rc == -EINTR)
                 continue;
-            if (rc != 0) {
-                plan_error(c, zr_err_sys(-rc, "%s: io_uring_wait_cqe", c->s->path));
-                broken = true;
-                break;
-            }
+            /* Reads in flight write into the caller's memory: the batch
+             * cannot return before they end, and a ring that cannot wait
+             * for them is past repair. */
+            if (rc != 0)
+                abort();
             int res;
             struct run *r = reap(c, ring, cqe, &res);
             inflight--;
             run_finish(c, r, res);
         }
     }
-    /* Reads still in flight write into the caller's memory: they must end
-     * before the batch returns, whatever failed. */
-    while (inflight > 0) {
-            struct io_uring_cqe *cqe;
-            int rc = io_uring_wait_cqe(ring, &cqe);
-            if (rc == -EINTR)
-                continue;
-        if (rc != 0)
-            abort(); /* cannot return while the kernel may still write */
-        io_uring_cqe_seen(ring, cqe);
-        inflight--;
-    }
-    /* A ring that refused work may hold unsubmitted reads: make a new
-     * one next time. */
-    if (broken)
+    if (broken) {
         ring_exit(&tl_ring);
+        shard_sync(c, next, b, &cached);
+    }
     atomic_fetch_add_explicit(&c->cached, cached, memory_order_relaxed);
 }
 

@@ -179,13 +179,20 @@ struct zr_cachestat {
 
 int zr_tables_resident(zr_store *s)
 {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+    /* A Dense raw store whose records all lie where appends laid them
+     * out is read without its record table, which may leave memory. */
+    bool entries = atomic_load(&s->laid_out) < atomic_load(&s->length);
     struct zr_ftable *tables[] = {&s->chunks, &s->segs};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (entries ? 2 : 1); k++) {
         struct zr_ftable *t = tables[k];
         uint32_t n = atomic_load_explicit(&t->count, memory_order_acquire);
         for (uint32_t i = 0; i < n; i++) {
             const struct zr_file *f = zr_ftable_at(t, i);
-            uint64_t pages = (atomic_load_explicit(&f->size, memory_order_relaxed) + 4095) / 4096;
+            uint64_t size = atomic_load_explicit(&f->size, memory_order_relaxed);
+            uint64_t pages = (size + (uint64_t)page - 1) / (uint64_t)page;
             struct zr_cachestat_range r = {0, 0};
             struct zr_cachestat cs;
             if (syscall(SYS_cachestat, f->fd, &r, &cs, 0) != 0)
@@ -201,18 +208,23 @@ int zr_tables_resident(zr_store *s)
  * the kernel read a missing page 2 MiB at a time, which a store read at
  * random from the disk pays on nearly every record. Advice only: a kernel
  * without transparent huge pages refuses it, and the mappings work as
- * they are. */
-void zr_tables_advise(zr_store *s, bool resident)
+ * they are. The mode changes under map_lock, which map_table holds while
+ * it advises new mappings by the mode. */
+void zr_tables_set_mode(zr_store *s, int mode)
 {
     pthread_mutex_lock(&s->map_lock);
-    struct zr_ftable *tables[] = {&s->chunks, &s->segs};
-    for (int k = 0; k < 2; k++) {
-        struct zr_ftable *t = tables[k];
-        uint32_t n = atomic_load_explicit(&t->mapped, memory_order_acquire);
-        bool huge = resident && table_wants_huge_pages(t, n);
-        for (uint32_t i = 0; i < n; i++)
-            (void)madvise((void *)zr_ftable_at(t, i)->map, t->cap,
-                          huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    int was = atomic_exchange(&s->read_mode, mode);
+    if (was != mode && (was == ZR_READ_MAPPED || mode == ZR_READ_MAPPED)) {
+        bool resident = mode == ZR_READ_MAPPED;
+        struct zr_ftable *tables[] = {&s->chunks, &s->segs};
+        for (int k = 0; k < 2; k++) {
+            struct zr_ftable *t = tables[k];
+            uint32_t n = atomic_load_explicit(&t->mapped, memory_order_acquire);
+            bool huge = resident && table_wants_huge_pages(t, n);
+            for (uint32_t i = 0; i < n; i++)
+                (void)madvise((void *)zr_ftable_at(t, i)->map, t->cap,
+                              huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+        }
     }
     pthread_mutex_unlock(&s->map_lock);
 }

@@ -279,13 +279,15 @@ ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs,
 /* Copy the Dense records idx[0..n) into dst, back to back, in request
  * order (repeats allowed). dst must hold n * zr_record_width(s) bytes.
  * Errors: ZR_ERANGE (checked for every index before anything is read),
- * ZR_EKIND, ZR_ECORRUPT, ZR_ENOMEM, ZR_EINVAL.
+ * ZR_EKIND, ZR_ECORRUPT, ZR_EIO (a read of a store not in memory failed),
+ * ZR_ENOMEM, ZR_EINVAL.
  * Thread-safe: any number of concurrent gathers, and one concurrent append. */
 ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst);
 
 /* The stored size of each Ragged record idx[k]: its shape prefix
  * (8 * (1 + ndim) bytes) plus its payload, read from the record table
- * without decoding anything. Errors: ZR_ERANGE, ZR_EKIND, ZR_ECORRUPT. */
+ * without decoding anything. Errors: ZR_ERANGE, ZR_EKIND, ZR_ECORRUPT,
+ * ZR_EIO, ZR_ENOMEM. */
 ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes);
 
 /* Copy each Ragged record idx[k] (shape prefix and payload, sizes[k] bytes
