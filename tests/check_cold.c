@@ -25,11 +25,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -848,6 +852,44 @@ START_TEST(record_table_cut_short_is_corrupt_when_planned)
 }
 END_TEST
 
+/* Known bug, run only with LOADERX_KNOWN_BUGS=1 (make check stays green
+ * until it is fixed): where io_uring is refused (Docker's default seccomp
+ * profile refuses it, as this test does), a handle never moves to its
+ * mappings, however warm the store. Without a ring, lib/plan.c reads with
+ * preadv and counts no read as cached; gather.c's note_planned asks
+ * cachestat only after a batch whose every read was cached, so it never
+ * asks, and a store wholly in memory is read with a system call per run
+ * for ever. Needs Check's fork mode: the filter stays on the process. */
+START_TEST(warm_store_goes_mapped_where_io_uring_is_refused)
+{
+    const char *fork_mode = getenv("CK_FORK");
+    if (skipped("warm_store_goes_mapped_where_io_uring_is_refused") ||
+        (fork_mode && strcmp(fork_mode, "no") == 0))
+        return;
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+    ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ck_assert_int_eq(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+                             &prog), 0);
+    struct cold_store cs = build(&configs[0], 800, 300);
+    warm_files(cs.path);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+    for (int k = 0; k < 8 && mode_of(s) != ZR_READ_MAPPED; k++)
+        zt_check_dense_all(s, 800);
+    ck_assert_msg(mode_of(s) == ZR_READ_MAPPED,
+                  "a store wholly in the page cache is still read %s after 8 batches",
+                  mode_name(mode_of(s)));
+    zr_close(s);
+    cold_store_free(&cs);
+}
+END_TEST
+
 Suite *suite_cold(void)
 {
     Suite *s = suite_create("cold");
@@ -860,6 +902,8 @@ Suite *suite_cold(void)
     tcase_add_loop_test(tc, damaged_entry_is_corrupt_planned_as_mapped, 0, 8);
     tcase_add_loop_test(tc, chunk_cut_short_is_corrupt_planned_as_with_pread, 0, 8);
     tcase_add_loop_test(tc, record_table_cut_short_is_corrupt_when_planned, 0, 2);
+    if (getenv("LOADERX_KNOWN_BUGS"))
+        tcase_add_test(tc, warm_store_goes_mapped_where_io_uring_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
