@@ -15,6 +15,7 @@
     ZR_SUITE(npy) \
     ZR_SUITE(dense) \
     ZR_SUITE(nomap) \
+    ZR_SUITE(cold) \
     ZR_SUITE(ragged) \
     ZR_SUITE(codec) \
     ZR_SUITE(corrupt) \
