@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -124,8 +125,15 @@ static void ring_exit(void *p)
     rg->state = 0;
 }
 
+/* LOADERX_IO_URING=0 in the environment makes every planned read a
+ * preadv: for tools that cannot see what the kernel writes through a
+ * ring (valgrind takes such bytes for uninitialised memory). */
+static bool ring_refused;
+
 static void ring_setup(void)
 {
+    const char *env = getenv("LOADERX_IO_URING");
+    ring_refused = env && strcmp(env, "0") == 0;
     (void)pthread_key_create(&ring_key, ring_exit);
     (void)pthread_atfork(NULL, NULL, ring_forked);
 }
@@ -143,6 +151,8 @@ static struct io_uring *ring_get(void)
      * unmaps and closes only its own copies, which leaves the parent's
      * ring as it was, and makes a ring of its own. */
     pthread_once(&ring_once, ring_setup);
+    if (ring_refused)
+        return NULL;
     if (rg->state == 1)
         io_uring_queue_exit(&rg->r);
     rg->gen = gen;

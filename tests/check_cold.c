@@ -852,14 +852,11 @@ START_TEST(record_table_cut_short_is_corrupt_when_planned)
 }
 END_TEST
 
-/* Known bug, run only with LOADERX_KNOWN_BUGS=1 (make check stays green
- * until it is fixed): where io_uring is refused (Docker's default seccomp
- * profile refuses it, as this test does), a handle never moves to its
- * mappings, however warm the store. Without a ring, lib/plan.c reads with
- * preadv and counts no read as cached; gather.c's note_planned asks
- * cachestat only after a batch whose every read was cached, so it never
- * asks, and a store wholly in memory is read with a system call per run
- * for ever. Needs Check's fork mode: the filter stays on the process. */
+/* Where io_uring is refused (Docker's default seccomp profile refuses
+ * it, as this test does), the planner reads with preadv, each read tried
+ * first without waiting so that a batch still tells what was cached: a
+ * store wholly in memory moves to its mappings. Needs Check's fork mode:
+ * the filter stays on the process. */
 START_TEST(warm_store_goes_mapped_where_io_uring_is_refused)
 {
     const char *fork_mode = getenv("CK_FORK");
@@ -902,8 +899,7 @@ Suite *suite_cold(void)
     tcase_add_loop_test(tc, damaged_entry_is_corrupt_planned_as_mapped, 0, 8);
     tcase_add_loop_test(tc, chunk_cut_short_is_corrupt_planned_as_with_pread, 0, 8);
     tcase_add_loop_test(tc, record_table_cut_short_is_corrupt_when_planned, 0, 2);
-    if (getenv("LOADERX_KNOWN_BUGS"))
-        tcase_add_test(tc, warm_store_goes_mapped_where_io_uring_is_refused);
+    tcase_add_test(tc, warm_store_goes_mapped_where_io_uring_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
