@@ -27,6 +27,7 @@ the next one at the next call.
 """
 
 import atexit
+import os
 import threading
 import traceback
 import weakref
@@ -36,8 +37,9 @@ import numpy as np
 
 from . import _lib
 from ._lib import ffi, lib
-from .errors import StoreError, check, error_from_code, invalid
-from .zrecord import _Store
+from .errors import (StoreBusyError, StoreError, check, error_from_code,
+                     invalid)
+from .zrecord import _Store, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["DataLoader"]
@@ -165,6 +167,11 @@ class _Handle:
     """
 
     def __init__(self, stores, names, opts, transform):
+        # The loader's worker threads exist only in the process that made
+        # it: a child of fork() inherits the memory but not the threads.
+        self.pid = os.getpid()
+        # Stores the DataLoader opened itself from paths, closed with it.
+        self.owned = []
         self.lock = threading.RLock()     # ptr, outstanding, closing
         self.next_lock = threading.RLock()  # zr_loader_next is single-caller
         self.ptr = None
@@ -198,8 +205,20 @@ class _Handle:
         if transform is not None:
             _calling_python.add(self)
 
+    def check_process(self):
+        """Raise at once in a process other than the one that made the
+        loader, where waiting for a batch would wait for ever."""
+        if os.getpid() != self.pid:
+            raise invalid(
+                f"this DataLoader was created in process {self.pid} and is "
+                f"used in process {os.getpid()}: a loader's worker threads "
+                "do not survive fork(). Create the loader in the process "
+                "that reads it (loaderx.torch.StreamDataset does so in "
+                "each torch worker)", StoreBusyError)
+
     def next(self):
         """Take the next step's batch: what the iterator yields."""
+        self.check_process()
         if getattr(_tls, "in_transform", False):
             # The transform runs on a worker while the caller waits in
             # next(): asking for a batch from there would wait for itself.
@@ -241,6 +260,8 @@ class _Handle:
 
     def release(self, b):
         """Give a handed-out batch back (from a lease's finaliser)."""
+        if os.getpid() != self.pid:
+            return
         with self.lock:
             if self.ptr is None:
                 return
@@ -251,6 +272,8 @@ class _Handle:
             self.destroy()
 
     def close(self):
+        if os.getpid() != self.pid:
+            return
         with self.lock:
             if self.ptr is None or self.closing:
                 return
@@ -261,6 +284,11 @@ class _Handle:
 
     def destroy(self, force=False):
         """Destroy the loader if nothing holds its batches (or if forced)."""
+        if os.getpid() != self.pid:
+            # In a child of fork() the workers that zr_loader_destroy would
+            # wait for do not exist: the copy of the loader is left as it
+            # is, and goes with the child.
+            return
         if getattr(_tls, "in_transform", False):
             # Destroying waits for the workers, one of which is this thread.
             threading.Thread(target=self.destroy, args=(force,),
@@ -276,6 +304,9 @@ class _Handle:
             self.transform.results.clear()
         for s in self.stores:
             s._unpin()
+        owned, self.owned = self.owned, []
+        for s in owned:
+            s.close()
 
     def __del__(self):
         if getattr(self, "ptr", None) is not None:
@@ -294,17 +325,27 @@ class DataLoader:
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
     start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1)
 
-    streams maps names to open stores (DenseStore or RaggedStore) that all
-    hold the same number of records; every stream of a batch is gathered
-    at the same indices, those of the sampler's step. Each iteration
-    yields the next step's batch, for ever: there are no epochs. A Dense
+    streams maps names to stores (DenseStore or RaggedStore) that all
+    hold the same number of records, or to the paths of such stores,
+    which the loader opens read-only and closes with itself; every stream
+    of a batch is gathered at the same indices, those of the sampler's
+    step. Each iteration yields the next step's batch, for ever. A Dense
     stream's value is an array of shape (batch_size, *item_shape), a Ragged
     stream's a list of batch_size arrays. mode, seed, rank and world are
     the Sampler's; start_step is the step of the first batch, so a run is
-    resumed by passing the ``step`` it had reached. prefetch is the number
-    of batches prepared ahead, workers the number of threads preparing
-    them; transform (see the module's description) maps each batch dict to
-    what is yielded.
+    resumed by passing the ``step`` it had reached (or through
+    state_dict() and load_state_dict()). prefetch is the number of batches
+    prepared ahead, workers the number of threads preparing them;
+    transform (see the module's description) maps each batch dict to what
+    is yielded.
+
+    The stream never ends, but len(loader) is the number of steps of one
+    cycle, ``n // (batch_size * world)``: in CYCLIC mode every record is
+    read once in each cycle. ``epoch`` is the cycle the next step is in.
+
+    A loader belongs to the process that created it: its worker threads
+    do not survive fork(), so a child that takes a batch from an inherited
+    loader gets StoreBusyError at once, and a loader cannot be pickled.
 
     The stores stay open and must not be deleted from or compacted while
     the loader lives (the store refuses); records appended meanwhile are
@@ -315,15 +356,35 @@ class DataLoader:
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
                  rank=0, world=1):
         if not isinstance(streams, Mapping) or not streams:
-            raise invalid("streams must be a non-empty dict of name: store")
+            raise invalid("streams must be a non-empty dict of name: store "
+                          "or path")
         names = list(streams)
-        stores = [streams[n] for n in names]
-        for n, s in zip(names, stores):
+        for n in names:
             if not isinstance(n, str) or not n or "\0" in n:
                 raise invalid(f"stream name {n!r} is not a non-empty string")
-            if not isinstance(s, _Store):
+            s = streams[n]
+            if not isinstance(s, (_Store, str, bytes, os.PathLike)):
                 raise invalid(f"stream {n!r} is a {type(s).__name__}, not a "
-                              "DenseStore or RaggedStore")
+                              "DenseStore, a RaggedStore or a store's path")
+        owned = []
+        try:
+            stores = []
+            for n in names:
+                s = streams[n]
+                if not isinstance(s, _Store):
+                    s = open_store(s, readonly=True)
+                    owned.append(s)
+                stores.append(s)
+            self._create(names, stores, batch_size, mode, seed, start_step,
+                         transform, prefetch, workers, rank, world)
+        except BaseException:
+            for s in owned:
+                s.close()
+            raise
+        self._handle.owned = owned
+
+    def _create(self, names, stores, batch_size, mode, seed, start_step,
+                transform, prefetch, workers, rank, world):
         lengths = {n: len(s) for n, s in zip(names, stores)}
         if len(set(lengths.values())) != 1:
             raise invalid("the streams differ in length: " + ", ".join(
@@ -359,6 +420,9 @@ class DataLoader:
         self._mode = mode
         self._params = (int(seed), int(rank), int(world))
         self._batch_size = int(batch_size)
+        self._n = lengths[names[0]]
+        # What load_state_dict needs to make the loader again at a step.
+        self._remake = (int(prefetch), int(workers), transform)
 
     def __iter__(self):
         return self
@@ -372,10 +436,62 @@ class DataLoader:
     def step(self):
         """The step of the next batch: pass it as start_step to resume."""
         h = self._handle
+        h.check_process()
         with h.next_lock:
             if h.ptr is None:
                 raise invalid("the DataLoader is closed")
             return int(lib.zr_loader_step(h.ptr))
+
+    def __len__(self):
+        """Steps per cycle: n // (batch_size * world), at least 1."""
+        _, _, world = self._params
+        return self._n // (self._batch_size * world)
+
+    @property
+    def epoch(self):
+        """The cycle the next step belongs to: step // len(self)."""
+        return self.step // len(self)
+
+    def state_dict(self):
+        """Where the loader stands, as a dict of plain ints and strings
+        (for torch.save, json or pickle): the next step and the sampler's
+        parameters, which load_state_dict checks."""
+        seed, rank, world = self._params
+        return {"step": self.step, "epoch": self.epoch,
+                "batch_size": self._batch_size, "mode": self._mode.name,
+                "seed": seed, "rank": rank, "world": world, "n": self._n}
+
+    def load_state_dict(self, state):
+        """Continue from the step a state_dict() recorded.
+
+        The batches from there on are those the saved loader would have
+        given. Raises InvalidArgumentError, leaving the loader as it was,
+        when the state was saved with other sampling parameters (another
+        seed, mode, batch size, rank, world or number of records), which
+        would make its step mean other records. Batches already taken
+        stay valid.
+        """
+        if not isinstance(state, Mapping) or "step" not in state:
+            raise invalid("a DataLoader state is the dict state_dict() "
+                          f"returns, not {state!r:.80}")
+        mine = self.state_dict()
+        for key in ("batch_size", "mode", "seed", "rank", "world", "n"):
+            if key in state and state[key] != mine[key]:
+                raise invalid(f"the state was saved with {key}="
+                              f"{state[key]!r}, this loader has {key}="
+                              f"{mine[key]!r}")
+        step = state["step"]
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) \
+                or not 0 <= step < 2**64:
+            raise invalid(f"the state's step {step!r} is not in [0, 2**64)")
+        old = self._handle
+        prefetch, workers, transform = self._remake
+        seed, rank, world = self._params
+        self._create(list(self._names), list(old.stores), self._batch_size,
+                     self._mode, seed, int(step), transform, prefetch,
+                     workers, rank, world)
+        self._handle.owned, old.owned = old.owned, []
+        old.close()
 
     @property
     def batch_size(self):
@@ -395,6 +511,7 @@ class DataLoader:
     def sampler(self):
         """A Sampler that draws exactly this loader's indices, step by step."""
         h = self._handle
+        h.check_process()
         with h.next_lock:
             if h.ptr is None:
                 raise invalid("the DataLoader is closed")
@@ -414,8 +531,16 @@ class DataLoader:
 
     def close(self):
         """Stop the loader. Its workers and buffers go once no batch
-        taken from it is still held; its stores are free again then."""
+        taken from it is still held; its stores are free again then, and
+        those it opened from paths are closed."""
         self._handle.close()
+
+    def __reduce__(self):
+        raise TypeError(
+            "loaderx: a DataLoader cannot be pickled or copied: its worker "
+            "threads and batch buffers belong to the process that made it. "
+            "Pickle its stores (read-only handles reopen) or a "
+            "loaderx.torch.StreamDataset, and make the loader where it runs")
 
     def __enter__(self):
         return self
@@ -431,4 +556,3 @@ class DataLoader:
     def __repr__(self):
         return (f"DataLoader({', '.join(self._names)}; batch_size="
                 f"{self._batch_size}, mode={self._mode.name})")
-

@@ -243,7 +243,16 @@ class _Store:
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
         if not mmap:
             mode |= _lib.ZR_NOMAP
-        check(lib.zr_open(out, os.fsencode(path), mode))
+        rc = lib.zr_open(out, os.fsencode(path), mode)
+        if rc == _lib.ZR_EBUSY and not readonly:
+            # The usual cause is a second writable open of a store that a
+            # DataLoader, a torch worker or zrecordfs already reads; say
+            # what would share it.
+            err = error_from_code(rc)
+            raise type(err)(err.message + "; a writable handle needs the "
+                            "store to itself: to read it alongside other "
+                            "readers, open it with readonly=True", rc)
+        check(rc)
         ptr = out[0]
         kind = lib.zr_kind(ptr)
         if cls._kind is not None and kind != cls._kind:
