@@ -323,11 +323,13 @@ class DataLoader:
     """An endless iterator of batches, ``{name: values}``, over named stores.
 
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
-    start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1)
+    start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1,
+    mmap=True)
 
     streams maps names to stores (DenseStore or RaggedStore) that all
     hold the same number of records, or to the paths of such stores,
-    which the loader opens read-only and closes with itself; every stream
+    which the loader opens read-only (with the given mmap, as
+    DenseStore.open takes it) and closes with itself; every stream
     of a batch is gathered at the same indices, those of the sampler's
     step. Each iteration yields the next step's batch, for ever. A Dense
     stream's value is an array of shape (batch_size, *item_shape), a Ragged
@@ -354,7 +356,7 @@ class DataLoader:
 
     def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
-                 rank=0, world=1):
+                 rank=0, world=1, mmap=True):
         if not isinstance(streams, Mapping) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
                           "or path")
@@ -372,7 +374,7 @@ class DataLoader:
             for n in names:
                 s = streams[n]
                 if not isinstance(s, _Store):
-                    s = open_store(s, readonly=True)
+                    s = open_store(s, readonly=True, mmap=mmap)
                     owned.append(s)
                 stores.append(s)
             self._create(names, stores, batch_size, mode, seed, start_step,
@@ -468,14 +470,15 @@ class DataLoader:
         given. Raises InvalidArgumentError, leaving the loader as it was,
         when the state was saved with other sampling parameters (another
         seed, mode, batch size, rank, world or number of records), which
-        would make its step mean other records. Batches already taken
-        stay valid.
+        would make its step mean other records. The rank is not checked:
+        every rank stands at the same step, so the state one rank saved
+        serves them all. Batches already taken stay valid.
         """
         if not isinstance(state, Mapping) or "step" not in state:
             raise invalid("a DataLoader state is the dict state_dict() "
                           f"returns, not {state!r:.80}")
         mine = self.state_dict()
-        for key in ("batch_size", "mode", "seed", "rank", "world", "n"):
+        for key in ("batch_size", "mode", "seed", "world", "n"):
             if key in state and state[key] != mine[key]:
                 raise invalid(f"the state was saved with {key}="
                               f"{state[key]!r}, this loader has {key}="
