@@ -39,7 +39,7 @@ from . import _lib
 from ._lib import ffi, lib
 from .errors import (StoreBusyError, StoreError, check, error_from_code,
                      invalid)
-from .zrecord import _Store, open_store
+from .zrecord import _pad_item, _Store, dense_arrays, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["DataLoader"]
@@ -89,16 +89,23 @@ class _Memory:
                                     "version": 3}
 
 
+_LAYOUTS = {"list": None, "padded": _lib.ZR_PADDED, "packed": _lib.ZR_PACKED}
+
+
 class _Stream:
     """What the binding needs to know of one stream to read its columns."""
 
-    __slots__ = ("name", "dense", "dtype", "item_shape")
+    __slots__ = ("name", "dense", "dtype", "item_shape", "layout", "pad")
 
-    def __init__(self, name, store):
+    def __init__(self, name, store, layout=None, pad=None):
         self.name = name
         self.dense = store._kind == _lib.ZR_DENSE
         self.dtype = store.dtype
         self.item_shape = store.item_shape if self.dense else None
+        # A Ragged stream made dense: ZR_PADDED or ZR_PACKED, and the pad
+        # item (a cffi buffer, or NULL for zeros).
+        self.layout = layout
+        self.pad = pad
 
 
 def _columns(b, streams, lease):
@@ -111,6 +118,17 @@ def _columns(b, streams, lease):
         base = np.asarray(_Memory(lease, addr, int(col.nbytes)))
         if s.dense:
             out[s.name] = base.view(s.dtype).reshape((size,) + s.item_shape)
+            continue
+        if s.layout is not None:
+            dense = ffi.new("zr_ragged_dense **")
+            check(lib.zr_ragged_densify(col.views, size, s.dtype.itemsize,
+                                        s.layout, 0, s.pad, dense))
+            values, lengths, offsets = dense_arrays(dense[0], s.dtype)
+            out[s.name] = values
+            if s.layout == _lib.ZR_PADDED:
+                out[s.name + "_lengths"] = lengths
+            else:
+                out[s.name + "_offsets"] = offsets
             continue
         recs = []
         for i in range(size):
@@ -166,7 +184,7 @@ class _Handle:
     batches hold this object, so it outlives every array on its buffers.
     """
 
-    def __init__(self, stores, names, opts, transform):
+    def __init__(self, stores, names, opts, transform, layouts=None):
         # The loader's worker threads exist only in the process that made
         # it: a child of fork() inherits the memory but not the threads.
         self.pid = os.getpid()
@@ -178,7 +196,9 @@ class _Handle:
         self.outstanding = 0
         self.closing = False
         self.stores = stores
-        self.streams = [_Stream(n, s) for n, s in zip(names, stores)]
+        layouts = layouts or {}
+        self.streams = [_Stream(n, s, *layouts.get(n, (None, None)))
+                        for n, s in zip(names, stores)]
         self.transform = None
         self.callback = None
         self.out = ffi.new("zr_batch **")
@@ -319,12 +339,43 @@ def _shutdown():
         handle.destroy(force=True)
 
 
+def _identity(batch):
+    return batch
+
+
+def _layouts(names, stores, ragged, pad):
+    """{name: (ZR_PADDED or ZR_PACKED, pad item)} of the Ragged streams
+    to make dense, from the ragged and pad arguments."""
+    per = ragged if isinstance(ragged, Mapping) else \
+        {n: ragged for n, s in zip(names, stores) if s._kind == _lib.ZR_RAGGED}
+    kinds = dict(zip(names, stores))
+    out = {}
+    for name, layout in per.items():
+        if name not in kinds:
+            raise invalid(f"ragged names {name!r}, which is not a stream")
+        if layout not in _LAYOUTS:
+            raise invalid(f"unknown Ragged layout {layout!r} for {name!r}; "
+                          f"expected one of {', '.join(_LAYOUTS)}")
+        if _LAYOUTS[layout] is None:
+            continue
+        if kinds[name]._kind != _lib.ZR_RAGGED:
+            raise invalid(f"stream {name!r} is Dense: only Ragged streams "
+                          "are padded or packed")
+        extra = name + ("_lengths" if layout == "padded" else "_offsets")
+        if extra in kinds:
+            raise invalid(f"the {layout} stream {name!r} comes with "
+                          f"{extra!r}, which is also a stream's name")
+        p = pad.get(name, 0) if isinstance(pad, Mapping) else pad
+        out[name] = (_LAYOUTS[layout], _pad_item(p, kinds[name].dtype))
+    return out
+
+
 class DataLoader:
     """An endless iterator of batches, ``{name: values}``, over named stores.
 
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
     start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1,
-    mmap=True)
+    mmap=True, ragged="list", pad=0)
 
     streams maps names to stores (DenseStore or RaggedStore) that all
     hold the same number of records, or to the paths of such stores,
@@ -341,6 +392,16 @@ class DataLoader:
     transform (see the module's description) maps each batch dict to what
     is yielded.
 
+    ragged says how Ragged streams come out: "list" (a list of arrays,
+    the default), "padded" (one array of shape (batch_size, L, *row),
+    each record followed by pad up to the batch's longest, L, with its
+    lengths as an int64 array under NAME_lengths) or "packed" (the
+    records back to back in one array, with the int64 offsets of each
+    under NAME_offsets, batch_size + 1 of them). A dict gives a layout
+    per stream; pad may be a dict too. The library lays the batch out on
+    the loader's worker threads (RaggedStore.padded says which records
+    can be).
+
     The stream never ends, but len(loader) is the number of steps of one
     cycle, ``n // (batch_size * world)``: in CYCLIC mode every record is
     read once in each cycle. ``epoch`` is the cycle the next step is in.
@@ -356,7 +417,7 @@ class DataLoader:
 
     def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
-                 rank=0, world=1, mmap=True):
+                 rank=0, world=1, mmap=True, ragged="list", pad=0):
         if not isinstance(streams, Mapping) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
                           "or path")
@@ -378,7 +439,8 @@ class DataLoader:
                     owned.append(s)
                 stores.append(s)
             self._create(names, stores, batch_size, mode, seed, start_step,
-                         transform, prefetch, workers, rank, world)
+                         transform, prefetch, workers, rank, world,
+                         ragged, pad)
         except BaseException:
             for s in owned:
                 s.close()
@@ -386,7 +448,7 @@ class DataLoader:
         self._handle.owned = owned
 
     def _create(self, names, stores, batch_size, mode, seed, start_step,
-                transform, prefetch, workers, rank, world):
+                transform, prefetch, workers, rank, world, ragged, pad):
         lengths = {n: len(s) for n, s in zip(names, stores)}
         if len(set(lengths.values())) != 1:
             raise invalid("the streams differ in length: " + ", ".join(
@@ -408,6 +470,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
+        layouts = _layouts(names, stores, ragged, pad)
         opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
         opts.batch = int(batch_size)
@@ -417,14 +480,18 @@ class DataLoader:
         opts.start_step = int(start_step)
         opts.depth = int(prefetch)
         opts.threads = int(workers)
-        self._handle = _Handle(stores, names, opts, transform)
+        # Ragged streams made dense are laid out where the transform runs,
+        # on the worker threads: an identity transform puts them there.
+        self._handle = _Handle(stores, names, opts,
+                               transform if transform is not None or
+                               not layouts else _identity, layouts)
         self._names = names
         self._mode = mode
         self._params = (int(seed), int(rank), int(world))
         self._batch_size = int(batch_size)
         self._n = lengths[names[0]]
         # What load_state_dict needs to make the loader again at a step.
-        self._remake = (int(prefetch), int(workers), transform)
+        self._remake = (int(prefetch), int(workers), transform, ragged, pad)
 
     def __iter__(self):
         return self
@@ -488,11 +555,11 @@ class DataLoader:
                 or not 0 <= step < 2**64:
             raise invalid(f"the state's step {step!r} is not in [0, 2**64)")
         old = self._handle
-        prefetch, workers, transform = self._remake
+        prefetch, workers, transform, ragged, pad = self._remake
         seed, rank, world = self._params
         self._create(list(self._names), list(old.stores), self._batch_size,
                      self._mode, seed, int(step), transform, prefetch,
-                     workers, rank, world)
+                     workers, rank, world, ragged, pad)
         self._handle.owned, old.owned = old.owned, []
         old.close()
 

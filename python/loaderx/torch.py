@@ -54,7 +54,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from .dataloader import DataLoader
+from . import _lib
+from .dataloader import DataLoader, _layouts
 from .errors import invalid
 from .zrecord import _Store, open_store
 from .zsampler import Sampler, _mode
@@ -74,7 +75,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
     """Batches of named stores, one item per step, for torch's DataLoader.
 
     StreamDataset(streams, batch_size, mode="cyclic", seed=0, rank=None,
-    world=None, prefetch=2, threads=1, transform=None, mmap=True)
+    world=None, prefetch=2, threads=1, transform=None, mmap=True,
+    ragged="list", pad=0)
 
     streams maps names to store paths or to read-only stores (of equal
     length); each process and each torch worker opens them read-only for
@@ -83,12 +85,15 @@ class StreamDataset(torch.utils.data.IterableDataset):
     prefetch and threads are the loaderx DataLoader's prefetch and workers
     on the num_workers=0 path; transform maps each batch dict (NumPy
     arrays, Ragged streams as lists) to the item, on the loader's threads
-    or in the torch worker.
+    or in the torch worker. ragged and pad are the loaderx DataLoader's:
+    "padded" or "packed" makes each Ragged stream one tensor (with
+    NAME_lengths or NAME_offsets), which torch hands over far more
+    cheaply than a list of tensors.
     """
 
     def __init__(self, streams, batch_size, mode="cyclic", seed=0, rank=None,
                  world=None, prefetch=2, threads=1, transform=None,
-                 mmap=True):
+                 mmap=True, ragged="list", pad=0):
         super().__init__()
         if not isinstance(streams, dict) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
@@ -124,12 +129,16 @@ class StreamDataset(torch.utils.data.IterableDataset):
                   for p in paths.values()]
         try:
             lengths = {n: len(s) for n, s in zip(paths, stores)}
+            if len(set(lengths.values())) != 1:
+                raise invalid("the streams differ in length: " + ", ".join(
+                    f"{n}={v}" for n, v in lengths.items()))
+            # Checked here, with the stores' kinds, not first in a worker.
+            _layouts(list(paths), stores, ragged, pad)
         finally:
             for s in stores:
                 s.close()
-        if len(set(lengths.values())) != 1:
-            raise invalid("the streams differ in length: " + ", ".join(
-                f"{n}={v}" for n, v in lengths.items()))
+        self._ragged = ragged
+        self._pad = pad
         self._n = lengths[next(iter(paths))]
         sampler = Sampler(self._n, batch_size, _mode(mode), seed=seed,
                           rank=rank, world=world)
@@ -224,7 +233,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
                             start_step=first, transform=self._transform,
                             prefetch=self._prefetch, workers=self._threads,
                             rank=self._rank, world=self._world,
-                            mmap=self._mmap)
+                            mmap=self._mmap, ragged=self._ragged,
+                            pad=self._pad)
         try:
             for step in range(first, end):
                 batch = next(loader)
@@ -246,16 +256,33 @@ class StreamDataset(torch.utils.data.IterableDataset):
                   for n, p in self._paths.items()}
         sampler = Sampler(self._n, self._batch_size, self._mode,
                           seed=self._seed, rank=self._rank, world=self._world)
+        layouts = _layouts(list(stores), list(stores.values()), self._ragged,
+                           self._pad)
         try:
             for step in range(first, end, stride):
                 idx = sampler.batch(step)
-                batch = {n: s[idx] for n, s in stores.items()}
+                batch = {}
+                for n, s in stores.items():
+                    if n not in layouts:
+                        batch[n] = s[idx]
+                        continue
+                    values, lengths, offsets = s._dense(idx, layouts[n][0], 0,
+                                                        self._pad_of(n))
+                    batch[n] = values
+                    if layouts[n][0] == _lib.ZR_PADDED:
+                        batch[n + "_lengths"] = lengths
+                    else:
+                        batch[n + "_offsets"] = offsets
                 if self._transform is not None:
                     batch = self._transform(batch)
                 yield batch
         finally:
             for s in stores.values():
                 s.close()
+
+    def _pad_of(self, name):
+        pad = self._pad
+        return pad.get(name, 0) if isinstance(pad, dict) else pad
 
     def __repr__(self):
         return (f"StreamDataset({', '.join(self._paths)}; batch_size="

@@ -228,3 +228,22 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
         for epoch in range(2):
             part = seen[epoch * steps_per_epoch:(epoch + 1) * steps_per_epoch]
             assert len(np.unique(part)) == part.size
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_padded_ragged_streams_come_as_one_tensor(paths, workers):
+    ds = StreamDataset({"ids": "ids", "tokens": "tokens"}, batch_size=B,
+                       seed=6, ragged="padded", pad=-1)
+    sampler = Sampler(N, B, "cyclic", seed=6)
+    loader = StepLoader(ds, num_workers=workers, timeout=60 if workers else 0)
+    for k, batch in enumerate(loader):
+        idx = sampler.batch(k)
+        np.testing.assert_array_equal(batch["ids"].numpy(), idx)
+        lengths = 1 + idx % 7
+        np.testing.assert_array_equal(batch["tokens_lengths"].numpy(), lengths)
+        tokens = batch["tokens"].numpy()
+        assert tokens.shape == (B, lengths.max())
+        for row, i in enumerate(idx):
+            assert (tokens[row, :lengths[row]] == i).all()
+            assert (tokens[row, lengths[row]:] == -1).all()
+    assert k == STEPS - 1
