@@ -144,7 +144,8 @@ def test_a_transform_receives_the_laid_out_stream(tokens):
                         ragged={"tokens": "packed"},
                         transform=lambda b: seen.append(sorted(b)) or b)
     next(loader)
-    assert seen == [["tokens", "tokens_offsets"]]
+    # The workers may have prepared further steps already.
+    assert seen and all(keys == ["tokens", "tokens_offsets"] for keys in seen)
     loader.close()
 
 

@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import loaderx  # noqa: E402
+
 from loaderx import InvalidArgumentError, StoreBusyError  # noqa: E402
 from loaderx.dataloader import DataLoader  # noqa: E402
 from loaderx.torch import StepLoader, StreamDataset  # noqa: E402
@@ -204,8 +206,12 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
+    # The ranks import this very package, wherever the tests found it.
+    package = os.path.dirname(os.path.dirname(loaderx.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [package, os.environ.get("PYTHONPATH")])))
     procs = [subprocess.Popen([sys.executable, str(script), str(r), port,
-                               str(tmp_path / f"rank{r}.npy")],
+                               str(tmp_path / f"rank{r}.npy")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(2)]
     outputs = []
