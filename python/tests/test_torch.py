@@ -183,24 +183,26 @@ _RANK = textwrap.dedent("""
     rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port,
                             rank=rank, world_size=2)
-    ds = StreamDataset({"ids": "ids"}, batch_size=8, seed=5)
-    assert (ds._rank, ds._world) == (rank, 2), (ds._rank, ds._world)
-    steps = []
-    for epoch in range(2):
-        ds.set_epoch(epoch)
-        for batch in StepLoader(ds, num_workers=2, timeout=60):
-            parts = [torch.empty(8, dtype=torch.int64) for _ in range(2)]
-            dist.all_gather(parts, batch["ids"])
-            steps.append(torch.cat(parts).numpy())
-    np.save(out, np.stack(steps))
+    for mode in ("cyclic", "sequential", "iid"):
+        ds = StreamDataset({"ids": "ids"}, batch_size=8, mode=mode, seed=5)
+        assert (ds._rank, ds._world) == (rank, 2), (ds._rank, ds._world)
+        steps = []
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            for batch in StepLoader(ds, num_workers=2, timeout=60):
+                parts = [torch.empty(8, dtype=torch.int64) for _ in range(2)]
+                dist.all_gather(parts, batch["ids"])
+                steps.append(torch.cat(parts).numpy())
+        np.save(out + "." + mode + ".npy", np.stack(steps))
     dist.destroy_process_group()
 """)
 
 
 def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
     """Two processes, torch.distributed over gloo on 127.0.0.1, two torch
-    workers each: the global batch of every step, gathered from both
-    ranks, is the one a single sampler of the whole batch draws."""
+    workers each, in every sampling mode: the global batch of every step,
+    gathered from both ranks, is the one a single sampler of the whole
+    batch draws."""
     script = tmp_path / "rank.py"
     script.write_text(_RANK)
     with socket.socket() as s:
@@ -211,7 +213,7 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [package, os.environ.get("PYTHONPATH")])))
     procs = [subprocess.Popen([sys.executable, str(script), str(r), port,
-                               str(tmp_path / f"rank{r}.npy")], env=env,
+                               str(tmp_path / f"rank{r}")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(2)]
     outputs = []
@@ -224,16 +226,25 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
             pytest.fail("a rank did not finish in 120 s")
     for r, p in enumerate(procs):
         assert p.returncode == 0, f"rank {r}:\n{outputs[r]}"
-    whole = Sampler(N, 16, "cyclic", seed=5)
     steps_per_epoch = N // 16
-    for r in range(2):
-        seen = np.load(tmp_path / f"rank{r}.npy")
-        assert seen.shape == (2 * steps_per_epoch, 16)
-        for step, batch in enumerate(seen):
-            np.testing.assert_array_equal(batch, whole.batch(step))
-        for epoch in range(2):
-            part = seen[epoch * steps_per_epoch:(epoch + 1) * steps_per_epoch]
-            assert len(np.unique(part)) == part.size
+    for mode in ("cyclic", "sequential", "iid"):
+        # Each rank's half of a step is its own: together they are the
+        # global batch that one sampler of the whole batch draws.
+        whole = Sampler(N, 16, mode, seed=5)
+        for r in range(2):
+            seen = np.load(tmp_path / f"rank{r}.{mode}.npy")
+            assert seen.shape == (2 * steps_per_epoch, 16)
+            for step, batch in enumerate(seen):
+                np.testing.assert_array_equal(batch, whole.batch(step))
+            if mode == "iid":
+                # Draws with replacement: records may repeat, and do.
+                assert len(np.unique(seen)) < seen.size
+                continue
+            # cyclic and sequential: no record twice in an epoch.
+            for epoch in range(2):
+                part = seen[epoch * steps_per_epoch:
+                            (epoch + 1) * steps_per_epoch]
+                assert len(np.unique(part)) == part.size
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -253,3 +264,34 @@ def test_padded_ragged_streams_come_as_one_tensor(paths, workers):
             assert (tokens[row, :lengths[row]] == i).all()
             assert (tokens[row, lengths[row]:] == -1).all()
     assert k == STEPS - 1
+
+
+def train(batches):
+    """A few steps of SGD on a linear model; its final weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3 * 4 * 4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    for images, ids in batches:
+        x = images.reshape(len(images), -1).float()
+        loss = torch.nn.functional.mse_loss(model(x).squeeze(1), ids.float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_model_trains_on_the_batches_the_sampler_draws(paths, workers):
+    ds = StreamDataset({"images": "images", "ids": "ids"}, batch_size=B,
+                       seed=8)
+    got = train((b["images"], b["ids"]) for b in
+                StepLoader(ds, num_workers=workers,
+                           timeout=60 if workers else 0))
+    # The same training on batches read directly at the sampler's steps.
+    sampler = Sampler(N, B, "cyclic", seed=8)
+    images = DenseStore.open("images", readonly=True)[:]
+    want = train((torch.from_numpy(images[sampler.batch(k)]),
+                  torch.from_numpy(sampler.batch(k))) for k in range(STEPS))
+    assert torch.equal(got, want)
+    untrained = train([])
+    assert not torch.equal(got, untrained)
