@@ -27,7 +27,10 @@ Two comparisons:
   them alike; each rate is the plan's bytes over the median round.
 - Loaders. loaderx.dataloader.DataLoader against torch.utils.data's
   DataLoader over a NumPy memory map, both with 2 workers and 4 batches in
-  flight, each in a fresh process of its own. This process samples the
+  flight, against the baselines a careful user tries first (torch with
+  num_workers=0 and one fancy index of the memory map per batch, a plain
+  NumPy fancy-index loop) and against loaderx.torch's StreamDataset with
+  0 and 2 torch workers, each in a fresh process of its own. This process samples the
   resident set of the loader's whole process tree (the process and every
   descendant, found in /proc) every 20 ms and reports its peak; the peak
   of the tree's summed proportional set size (Pss, which shares a page
@@ -59,7 +62,8 @@ MIB = float(1 << 20)
 # The loaders, each run in a process of its own: "loaderx-nomap" and
 # "torch" are the target's pair, the others show the neighbouring settings.
 LOADERS = ("loaderx-nomap", "loaderx", "loaderx-prefetch2", "torch",
-           "torch-batched")
+           "torch-batched", "torch-batched-w0", "numpy-loop",
+           "loaderx.torch-w0", "loaderx.torch-w2")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---- the source records and the stores --------------------------------------
@@ -336,7 +340,50 @@ def child_loaderx(args, work, crcs, prefetch, mmap):
     run_loader(args, batches(), crcs)
 
 
-def child_torch(args, work, crcs, batched):
+def child_numpy(args, work, crcs):
+    """The loop a program writes without a loader: a fancy index of the
+    memory maps per batch, in the consuming thread."""
+    images = np.load(os.path.join(work, "images.npy"), mmap_mode="r")
+    labels = np.load(os.path.join(work, "labels.npy"), mmap_mode="r")
+    rng = np.random.default_rng(3)
+
+    def batches():
+        while True:
+            idx = rng.integers(0, args.records, size=args.batch)
+            yield images[idx], labels[idx], idx
+
+    run_loader(args, batches(), crcs)
+
+
+def child_loaderx_torch(args, work, crcs, workers):
+    """loaderx.torch's StreamDataset through its StepLoader, epoch after
+    epoch: an epoch is records // batch steps, and torch starts its
+    workers again for each."""
+    from loaderx.torch import StepLoader, StreamDataset
+    from loaderx.zsampler import Sampler
+
+    root = os.path.join(work, "zrecord")
+    ds = StreamDataset({"images": os.path.join(root, "images"),
+                        "labels": os.path.join(root, "labels")},
+                       batch_size=args.batch, mode="iid", seed=3,
+                       prefetch=4, threads=2)
+    loader = StepLoader(ds, num_workers=workers,
+                        prefetch_factor=2 if workers else None)
+    sampler = Sampler(args.records, args.batch, "iid", seed=3)
+
+    def batches():
+        epoch = 0
+        while True:
+            ds.set_epoch(epoch)
+            for b in loader:
+                yield b["images"].numpy(), b["labels"].numpy(), \
+                    sampler.next()
+            epoch += 1
+
+    run_loader(args, batches(), crcs)
+
+
+def child_torch(args, work, crcs, batched, workers=2):
     import warnings
 
     import torch
@@ -369,7 +416,12 @@ def child_torch(args, work, crcs, batched):
     # More indices than any run takes: the sampler draws them lazily.
     order = RandomSampler(data, replacement=True, num_samples=1 << 40,
                           generator=torch.Generator().manual_seed(3))
-    if batched:
+    if batched and workers == 0:
+        quiet(None)
+        loader = DataLoader(data, batch_size=None,
+                            sampler=BatchSampler(order, args.batch, False),
+                            num_workers=0)
+    elif batched:
         loader = DataLoader(data, batch_size=None,
                             sampler=BatchSampler(order, args.batch, False),
                             num_workers=2, prefetch_factor=2,
@@ -542,6 +594,20 @@ def library(args):
 # ---- the report ------------------------------------------------------------
 
 
+def filesystem(path):
+    """What holds path: the type of its mount, from /proc/mounts."""
+    path = os.path.realpath(path)
+    best, kind = "", "?"
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, point, fstype = line.split()[:3]
+            if (path == point or path.startswith(point.rstrip("/") + "/")) \
+                    and len(point) > len(best):
+                best, kind = point, fstype
+    return ("a tmpfs, in memory" if kind == "tmpfs"
+            else f"the local disk ({kind})")
+
+
 def machine_line():
     cpu = "unknown CPU"
     with open("/proc/cpuinfo") as f:
@@ -674,7 +740,7 @@ def report(args, res):
     w(f"{args.records:,} records of uint8 (3, 224, 224), 147 KiB each "
       f"({args.records * WIDTH / MIB:.0f} MiB per store), random bytes. "
       f"Batch {args.batch} ({args.batch * WIDTH / MIB:.1f} MiB), indices "
-      "drawn uniformly with repeats. Every store is on the local disk and "
+      f"drawn uniformly with repeats. Every store is on {res['where']} and "
       "was read whole before timing, so its pages are in the page cache "
       "while the batches read them at random: the figures are memory and "
       "CPU bound, not disk bound. Every backend holds the same records; "
@@ -749,7 +815,25 @@ def report(args, res):
     w("- torch, batched fetch: the same, but the sampler hands each worker "
       "a list of 256 indices and the Dataset answers with one fancy index "
       "of the memory map (`batch_size=None`), the fastest way to feed this "
-      "store to torch's loader.")
+      "store to torch's loader with workers.")
+    w("- torch-batched-w0: the batched fetch with `num_workers=0`: each "
+      "batch is one fancy index of the memory map in the training process, "
+      "with nothing prepared ahead and no copy into shared memory.")
+    w("- numpy-loop: no loader at all, `images[idx], labels[idx]` of the "
+      "memory maps per batch in the consuming loop.")
+    w("- loaderx.torch-w0: `StepLoader(StreamDataset({'images', 'labels'}, "
+      f"batch_size={args.batch}, mode='iid', prefetch=4, threads=2), "
+      "num_workers=0)` over the mapped stores: a loaderx DataLoader in the "
+      "training process, its batches wrapped as tensors without a copy. An "
+      f"epoch is {args.records // args.batch} steps; the loop runs epoch "
+      "after epoch.")
+    w("- loaderx.torch-w2: the same with `num_workers=2, prefetch_factor=2`:"
+      " each torch worker gathers its steps with the library and torch "
+      "copies the batch into shared memory for the training process; "
+      "torch starts its two workers again every epoch. Those workers live "
+      "for one epoch each, often less than the 200 ms between two readings "
+      "of the process tree, so this row's memory columns may miss them: "
+      "read its batches/s only.")
     w("")
     fresh, again = res["stack_ms"]
     w(f"torch.stack, which the default collate uses, took {fresh:.0f} ms to "
@@ -832,8 +916,15 @@ def main():
             child_loaderx(args, args.work, crcs,
                           2 if args.child == "loaderx-prefetch2" else 4,
                           args.child != "loaderx-nomap")
+        elif args.child == "numpy-loop":
+            child_numpy(args, args.work, crcs)
+        elif args.child.startswith("loaderx.torch"):
+            child_loaderx_torch(args, args.work, crcs,
+                                int(args.child[-1]))
         else:
-            child_torch(args, args.work, crcs, args.child == "torch-batched")
+            child_torch(args, args.work, crcs,
+                        args.child.startswith("torch-batched"),
+                        0 if args.child.endswith("-w0") else 2)
         return
 
     os.environ["LOADERX_LIBRARY"] = library(args)
@@ -848,6 +939,7 @@ def main():
     made = args.work is None
     try:
         os.makedirs(work, exist_ok=True)
+        res["where"] = filesystem(work)
         print("pybench: writing the stores in", work, file=sys.stderr)
         images, labels = make_source(args.records, seed=1)
         res["sizes"] = write_stores(work, images, labels)

@@ -4,8 +4,8 @@
 # doc/python-benchmarks.md on stdout.
 #   usage: bench/pybench.sh [build-dir] [pybench.py options] > doc/python-benchmarks.md
 # The build directory (default: the current one) must have run `make bench`.
-# Needs python3-numpy, python3-cffi, python3-h5py, python3-lmdb and
-# python3-torch (scripts/deps.sh --bench).
+# Needs python3-numpy, python3-cffi, python3-torch (scripts/deps.sh),
+# python3-h5py and python3-lmdb (scripts/deps.sh --bench).
 set -eu
 build=${1:-.}
 [ $# -gt 0 ] && shift

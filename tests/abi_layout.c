@@ -47,6 +47,16 @@ int main(void)
     FIELD(zr_ragged_batch, recs);
     FIELD(zr_ragged_batch, buf);
 
+    STRUCT(zr_ragged_dense);
+    FIELD(zr_ragged_dense, n);
+    FIELD(zr_ragged_dense, layout);
+    FIELD(zr_ragged_dense, ndim);
+    FIELD(zr_ragged_dense, shape);
+    FIELD(zr_ragged_dense, nbytes);
+    FIELD(zr_ragged_dense, data);
+    FIELD(zr_ragged_dense, lengths);
+    FIELD(zr_ragged_dense, offsets);
+
     STRUCT(zr_store_stats);
     FIELD(zr_store_stats, size);
     FIELD(zr_store_stats, records);
@@ -143,6 +153,8 @@ int main(void)
     CONST(ZR_RDONLY);
     CONST(ZR_RDWR);
     CONST(ZR_NOMAP);
+    CONST(ZR_PADDED);
+    CONST(ZR_PACKED);
     CONST(ZR_TIER_FAST);
     CONST(ZR_TIER_BALANCED);
     CONST(ZR_TIER_MAX);

@@ -2,8 +2,9 @@
  * check_ragged.c: the Ragged contract end to end: records of their own
  * shapes (scalar ones included) in every dtype kind, the shape prefix as
  * it lies in the chunk, sizes, gathers at caller-chosen offsets, the
- * allocating gather and its views, and chunk rollover of records of
- * varying size against a layout computed here.
+ * allocating gather and its views, chunk rollover of records of varying
+ * size against a layout computed here, and batches made dense (padded
+ * and packed) against the records they came from.
  */
 #include <check.h>
 #include <stdio.h>
@@ -356,6 +357,155 @@ START_TEST(ragged_reopen_sees_exactly_what_was_committed)
 }
 END_TEST
 
+
+/* A Ragged store of int32 records: record k holds lens[k] rows of cols
+ * items, item (r, c) being 100 * k + cols * r + c (cols 0: 1-D records). */
+static zr_store *dense_source(const char *name, const uint64_t *lens, size_t n, uint64_t cols)
+{
+    char *path = zt_path(name);
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", NULL));
+    free(path);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t items = lens[k] * (cols ? cols : 1);
+        int32_t *v = malloc(items * sizeof *v);
+        ck_assert_ptr_nonnull(v);
+        for (uint64_t i = 0; i < items; i++)
+            v[i] = (int32_t)(100 * k + i);
+        uint64_t shape[2] = {lens[k], cols};
+        zr_rec rec = {.data = v, .shape = shape, .ndim = cols ? 2 : 1};
+        ZR_OK_CALL(zr_append_ragged(s, "<i4", &rec, 1, NULL));
+        free(v);
+    }
+    return s;
+}
+
+START_TEST(ragged_padded_batch_holds_each_record_then_the_pad)
+{
+    static const uint64_t lens[] = {3, 1, 4, 1, 5};
+    zr_store *s = dense_source("p", lens, 5, 0);
+    uint64_t idx[] = {4, 0, 3, 4};
+    int32_t pad = -7;
+    zr_ragged_dense *d;
+    ZR_OK_CALL(zr_gather_ragged_dense(s, idx, 4, ZR_PADDED, 0, &pad, &d));
+    ck_assert_int_eq(d->layout, ZR_PADDED);
+    ck_assert_uint_eq(d->ndim, 2);
+    ck_assert_uint_eq(d->shape[0], 4);
+    ck_assert_uint_eq(d->shape[1], 5);
+    ck_assert_uint_eq(d->nbytes, 4 * 5 * sizeof(int32_t));
+    const int32_t *v = d->data;
+    int64_t at = 0;
+    for (size_t k = 0; k < 4; k++) {
+        ck_assert_int_eq(d->lengths[k], (int64_t)lens[idx[k]]);
+        ck_assert_int_eq(d->offsets[k], at);
+        at += (int64_t)lens[idx[k]];
+        for (uint64_t r = 0; r < 5; r++)
+            ck_assert_int_eq(v[k * 5 + r], r < lens[idx[k]] ? (int32_t)(100 * idx[k] + r) : pad);
+    }
+    ck_assert_int_eq(d->offsets[4], at);
+    zr_ragged_dense_free(d);
+
+    /* A fixed length: the padding grows; a NULL pad is zeros. */
+    ZR_OK_CALL(zr_gather_ragged_dense(s, idx, 2, ZR_PADDED, 8, NULL, &d));
+    ck_assert_uint_eq(d->shape[1], 8);
+    v = d->data;
+    for (uint64_t r = 5; r < 8; r++)
+        ck_assert_int_eq(v[r], 0);
+    ck_assert_int_eq(v[8 + 2], 2);
+    ck_assert_int_eq(v[8 + 3], 0);
+    zr_ragged_dense_free(d);
+    zr_close(s);
+}
+END_TEST
+
+START_TEST(ragged_packed_batch_holds_the_records_back_to_back)
+{
+    static const uint64_t lens[] = {2, 3, 1};
+    zr_store *s = dense_source("q", lens, 3, 2); /* records of shape (L, 2) */
+    uint64_t idx[] = {1, 2, 1, 0};
+    zr_ragged_dense *d;
+    ZR_OK_CALL(zr_gather_ragged_dense(s, idx, 4, ZR_PACKED, 0, NULL, &d));
+    ck_assert_uint_eq(d->ndim, 2);
+    ck_assert_uint_eq(d->shape[0], 3 + 1 + 3 + 2);
+    ck_assert_uint_eq(d->shape[1], 2);
+    const int32_t *v = d->data;
+    size_t pos = 0;
+    for (size_t k = 0; k < 4; k++) {
+        ck_assert_int_eq(d->offsets[k], (int64_t)(pos / 2));
+        ck_assert_int_eq(d->lengths[k], (int64_t)lens[idx[k]]);
+        for (uint64_t i = 0; i < 2 * lens[idx[k]]; i++)
+            ck_assert_int_eq(v[pos++], (int32_t)(100 * idx[k] + i));
+    }
+    ck_assert_int_eq(d->offsets[4], 9);
+    ck_assert_uint_eq(d->nbytes, pos * sizeof(int32_t));
+    zr_ragged_dense_free(d);
+    zr_close(s);
+}
+END_TEST
+
+START_TEST(ragged_dense_refuses_what_it_cannot_lay_out)
+{
+    static const uint64_t lens[] = {2, 6};
+    zr_store *s = dense_source("r", lens, 2, 0);
+    uint64_t idx[] = {0, 1};
+    zr_ragged_dense *d = (zr_ragged_dense *)&d;
+    ZR_FAIL_CALL(zr_gather_ragged_dense(s, idx, 2, ZR_PADDED, 4, NULL, &d), ZR_ESHAPE);
+    ck_assert_ptr_null(d);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "record 1 has 6 rows, more than the 4"));
+    ZR_FAIL_CALL(zr_gather_ragged_dense(s, idx, 2, ZR_PACKED, 4, NULL, &d), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_gather_ragged_dense(s, idx, 2, 0, 0, NULL, &d), ZR_EINVAL);
+    uint64_t late[] = {2};
+    ZR_FAIL_CALL(zr_gather_ragged_dense(s, late, 1, ZR_PACKED, 0, NULL, &d), ZR_ERANGE);
+    zr_close(s);
+
+    /* Rows of different shapes: (2, 3) and (2, 2). */
+    uint64_t a[2] = {2, 3}, b[2] = {2, 2};
+    int32_t items[6] = {0};
+    zr_view views[2] = {{.data = items, .nbytes = 24, .ndim = 2}, {.data = items, .nbytes = 16, .ndim = 2}};
+    memcpy(views[0].shape, a, sizeof a);
+    memcpy(views[1].shape, b, sizeof b);
+    ZR_FAIL_CALL(zr_ragged_densify(views, 2, 4, ZR_PACKED, 0, NULL, &d), ZR_ESHAPE);
+    /* A view whose bytes are not its shape's. */
+    views[1].shape[1] = 3;
+    ZR_FAIL_CALL(zr_ragged_densify(views, 2, 4, ZR_PACKED, 0, NULL, &d), ZR_EINVAL);
+    views[1].nbytes = 24;
+    ZR_OK_CALL(zr_ragged_densify(views, 2, 4, ZR_PACKED, 0, NULL, &d));
+    ck_assert_uint_eq(d->shape[0], 4);
+    zr_ragged_dense_free(d);
+
+    char *path = zt_path("dense");
+    zr_store *ds;
+    uint64_t shape[1] = {3};
+    ZR_OK_CALL(zr_dense_create(&ds, path, "<i4", shape, 1, NULL));
+    ZR_FAIL_CALL(zr_gather_ragged_dense(ds, idx, 0, ZR_PADDED, 0, NULL, &d), ZR_EKIND);
+    zr_close(ds);
+    free(path);
+}
+END_TEST
+
+/* Scalar records are one row each, and no records make an empty batch. */
+START_TEST(ragged_dense_scalars_and_empty_batches)
+{
+    int32_t vals[3] = {5, 6, 7};
+    zr_view views[3];
+    for (int k = 0; k < 3; k++)
+        views[k] = (zr_view){.data = &vals[k], .nbytes = 4, .ndim = 0};
+    zr_ragged_dense *d;
+    ZR_OK_CALL(zr_ragged_densify(views, 3, 4, ZR_PADDED, 0, NULL, &d));
+    ck_assert_uint_eq(d->ndim, 2);
+    ck_assert_uint_eq(d->shape[0], 3);
+    ck_assert_uint_eq(d->shape[1], 1);
+    ck_assert_int_eq(((int32_t *)d->data)[2], 7);
+    zr_ragged_dense_free(d);
+    ZR_OK_CALL(zr_ragged_densify(NULL, 0, 4, ZR_PACKED, 0, NULL, &d));
+    ck_assert_uint_eq(d->ndim, 1);
+    ck_assert_uint_eq(d->shape[0], 0);
+    ck_assert_int_eq(d->offsets[0], 0);
+    zr_ragged_dense_free(d);
+    zr_ragged_dense_free(NULL);
+}
+END_TEST
+
 Suite *suite_ragged(void)
 {
     Suite *s = suite_create("ragged");
@@ -371,6 +521,10 @@ Suite *suite_ragged(void)
     tcase_add_test(tc, ragged_view_checks_the_prefix_against_the_size);
     tcase_add_test(tc, ragged_records_roll_over_to_the_next_chunk);
     tcase_add_test(tc, ragged_reopen_sees_exactly_what_was_committed);
+    tcase_add_test(tc, ragged_padded_batch_holds_each_record_then_the_pad);
+    tcase_add_test(tc, ragged_packed_batch_holds_the_records_back_to_back);
+    tcase_add_test(tc, ragged_dense_refuses_what_it_cannot_lay_out);
+    tcase_add_test(tc, ragged_dense_scalars_and_empty_batches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -313,6 +313,55 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
                                   zr_ragged_batch **out);
 ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
 
+/* Layouts of a Ragged batch made dense, for models that take tensors. A
+ * record of shape (L, *row) is L rows of shape row (a scalar record is one
+ * row of shape ()); every record of a batch must have the same row shape.
+ *  - ZR_PADDED: shape (n, R, *row), record k in rows [0, lengths[k]) of
+ *    slice k and the pad item in the rest; R is the longest record's
+ *    rows, or the fixed number of rows asked for.
+ *  - ZR_PACKED: shape (sum of lengths, *row), the records back to back,
+ *    record k in rows [offsets[k], offsets[k + 1]) (what variable-length
+ *    attention kernels call cu_seqlens). Nothing is padded. */
+#define ZR_PADDED 1
+#define ZR_PACKED 2
+
+/* A Ragged batch made dense. Allocated by the library, freed with
+ * zr_ragged_dense_free. */
+typedef struct zr_ragged_dense {
+    size_t n;                         /* records */
+    int layout;                       /* ZR_PADDED or ZR_PACKED */
+    uint32_t ndim;                    /* dimensions of data */
+    uint64_t shape[ZR_MAX_NDIM + 1];  /* the first ndim entries are valid */
+    uint64_t nbytes;                  /* bytes of data */
+    void *data;                       /* the items, C order */
+    int64_t *lengths;                 /* n entries: the rows of each record */
+    int64_t *offsets;                 /* n + 1 entries: the first row of each
+                                       * record when packed, offsets[n] the
+                                       * total (set for both layouts) */
+} zr_ragged_dense;
+
+/* Make n gathered Ragged records (views, as zr_gather_ragged_alloc or a
+ * loader's column gives them, of items of itemsize bytes) into one dense
+ * batch of the given layout in *out. rows is for ZR_PADDED: 0 pads to the
+ * longest record, a positive number to exactly that many rows. pad is one
+ * item (itemsize bytes) to fill the padding with, or NULL for zero bytes.
+ * n may be 0 (shape (0, rows) or (0)).
+ * Errors: ZR_EINVAL (NULL argument, unknown layout, rows with ZR_PACKED, a
+ * view whose bytes do not match its shape), ZR_ESHAPE (records of
+ * different row shapes, a record longer than rows), ZR_ETOOBIG (the batch
+ * would not fit in memory's address range), ZR_ENOMEM.
+ * Thread-safe; touches no store. */
+ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, int layout,
+                             uint64_t rows, const void *pad, zr_ragged_dense **out);
+
+/* Gather the Ragged records idx[0..n) of s and make them dense, as
+ * zr_ragged_densify says, in one call. Errors: those of zr_gather_ragged
+ * and of zr_ragged_densify. Thread rules: as a gather. */
+ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
+                                  uint64_t rows, const void *pad, zr_ragged_dense **out);
+
+ZR_API void zr_ragged_dense_free(zr_ragged_dense *d);
+
 /* Where record i of a raw store lies in the library's read-only mapping of
  * its chunk: *data and *size (Ragged: the shape prefix and the payload, as
  * zr_gather_ragged would copy them), without copying. The entry is checked

@@ -51,6 +51,17 @@ typedef struct zr_view {
     uint64_t shape[32];
 } zr_view;
 
+typedef struct zr_ragged_dense {
+    size_t n;
+    int layout;
+    uint32_t ndim;
+    uint64_t shape[33];
+    uint64_t nbytes;
+    void *data;
+    int64_t *lengths;
+    int64_t *offsets;
+} zr_ragged_dense;
+
 typedef struct zr_stats {
     size_t size;
     uint64_t records;
@@ -119,6 +130,14 @@ int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst);
 int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes);
 int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
                      const uint64_t *offsets);
+
+int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize,
+                      int layout, uint64_t rows, const void *pad,
+                      zr_ragged_dense **out);
+int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n,
+                           int layout, uint64_t rows, const void *pad,
+                           zr_ragged_dense **out);
+void zr_ragged_dense_free(zr_ragged_dense *d);
 
 int zr_stats(zr_store *s, zr_store_stats *st);
 int zr_delete(zr_store *s, const uint64_t *idx, size_t n);
@@ -238,6 +257,9 @@ ZR_CODEC_ZSTD_DICT = 2
 ZR_RDONLY = 0
 ZR_RDWR = 1
 ZR_NOMAP = 2
+
+ZR_PADDED = 1
+ZR_PACKED = 2
 
 ZR_TIER_FAST = 0
 ZR_TIER_BALANCED = 1

@@ -27,6 +27,7 @@ the next one at the next call.
 """
 
 import atexit
+import os
 import threading
 import traceback
 import weakref
@@ -36,8 +37,9 @@ import numpy as np
 
 from . import _lib
 from ._lib import ffi, lib
-from .errors import StoreError, check, error_from_code, invalid
-from .zrecord import _Store
+from .errors import (StoreBusyError, StoreError, check, error_from_code,
+                     invalid)
+from .zrecord import _pad_item, _Store, dense_arrays, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["DataLoader"]
@@ -87,16 +89,23 @@ class _Memory:
                                     "version": 3}
 
 
+_LAYOUTS = {"list": None, "padded": _lib.ZR_PADDED, "packed": _lib.ZR_PACKED}
+
+
 class _Stream:
     """What the binding needs to know of one stream to read its columns."""
 
-    __slots__ = ("name", "dense", "dtype", "item_shape")
+    __slots__ = ("name", "dense", "dtype", "item_shape", "layout", "pad")
 
-    def __init__(self, name, store):
+    def __init__(self, name, store, layout=None, pad=None):
         self.name = name
         self.dense = store._kind == _lib.ZR_DENSE
         self.dtype = store.dtype
         self.item_shape = store.item_shape if self.dense else None
+        # A Ragged stream made dense: ZR_PADDED or ZR_PACKED, and the pad
+        # item (a cffi buffer, or NULL for zeros).
+        self.layout = layout
+        self.pad = pad
 
 
 def _columns(b, streams, lease):
@@ -109,6 +118,17 @@ def _columns(b, streams, lease):
         base = np.asarray(_Memory(lease, addr, int(col.nbytes)))
         if s.dense:
             out[s.name] = base.view(s.dtype).reshape((size,) + s.item_shape)
+            continue
+        if s.layout is not None:
+            dense = ffi.new("zr_ragged_dense **")
+            check(lib.zr_ragged_densify(col.views, size, s.dtype.itemsize,
+                                        s.layout, 0, s.pad, dense))
+            values, lengths, offsets = dense_arrays(dense[0], s.dtype)
+            out[s.name] = values
+            if s.layout == _lib.ZR_PADDED:
+                out[s.name + "_lengths"] = lengths
+            else:
+                out[s.name + "_offsets"] = offsets
             continue
         recs = []
         for i in range(size):
@@ -164,14 +184,21 @@ class _Handle:
     batches hold this object, so it outlives every array on its buffers.
     """
 
-    def __init__(self, stores, names, opts, transform):
+    def __init__(self, stores, names, opts, transform, layouts=None):
+        # The loader's worker threads exist only in the process that made
+        # it: a child of fork() inherits the memory but not the threads.
+        self.pid = os.getpid()
+        # Stores the DataLoader opened itself from paths, closed with it.
+        self.owned = []
         self.lock = threading.RLock()     # ptr, outstanding, closing
         self.next_lock = threading.RLock()  # zr_loader_next is single-caller
         self.ptr = None
         self.outstanding = 0
         self.closing = False
         self.stores = stores
-        self.streams = [_Stream(n, s) for n, s in zip(names, stores)]
+        layouts = layouts or {}
+        self.streams = [_Stream(n, s, *layouts.get(n, (None, None)))
+                        for n, s in zip(names, stores)]
         self.transform = None
         self.callback = None
         self.out = ffi.new("zr_batch **")
@@ -198,8 +225,20 @@ class _Handle:
         if transform is not None:
             _calling_python.add(self)
 
+    def check_process(self):
+        """Raise at once in a process other than the one that made the
+        loader, where waiting for a batch would wait for ever."""
+        if os.getpid() != self.pid:
+            raise invalid(
+                f"this DataLoader was created in process {self.pid} and is "
+                f"used in process {os.getpid()}: a loader's worker threads "
+                "do not survive fork(). Create the loader in the process "
+                "that reads it (loaderx.torch.StreamDataset does so in "
+                "each torch worker)", StoreBusyError)
+
     def next(self):
         """Take the next step's batch: what the iterator yields."""
+        self.check_process()
         if getattr(_tls, "in_transform", False):
             # The transform runs on a worker while the caller waits in
             # next(): asking for a batch from there would wait for itself.
@@ -241,6 +280,8 @@ class _Handle:
 
     def release(self, b):
         """Give a handed-out batch back (from a lease's finaliser)."""
+        if os.getpid() != self.pid:
+            return
         with self.lock:
             if self.ptr is None:
                 return
@@ -251,6 +292,8 @@ class _Handle:
             self.destroy()
 
     def close(self):
+        if os.getpid() != self.pid:
+            return
         with self.lock:
             if self.ptr is None or self.closing:
                 return
@@ -261,6 +304,11 @@ class _Handle:
 
     def destroy(self, force=False):
         """Destroy the loader if nothing holds its batches (or if forced)."""
+        if os.getpid() != self.pid:
+            # In a child of fork() the workers that zr_loader_destroy would
+            # wait for do not exist: the copy of the loader is left as it
+            # is, and goes with the child.
+            return
         if getattr(_tls, "in_transform", False):
             # Destroying waits for the workers, one of which is this thread.
             threading.Thread(target=self.destroy, args=(force,),
@@ -276,6 +324,9 @@ class _Handle:
             self.transform.results.clear()
         for s in self.stores:
             s._unpin()
+        owned, self.owned = self.owned, []
+        for s in owned:
+            s.close()
 
     def __del__(self):
         if getattr(self, "ptr", None) is not None:
@@ -288,23 +339,76 @@ def _shutdown():
         handle.destroy(force=True)
 
 
+def _identity(batch):
+    return batch
+
+
+def _layouts(names, stores, ragged, pad):
+    """{name: (ZR_PADDED or ZR_PACKED, pad item)} of the Ragged streams
+    to make dense, from the ragged and pad arguments."""
+    per = ragged if isinstance(ragged, Mapping) else \
+        {n: ragged for n, s in zip(names, stores) if s._kind == _lib.ZR_RAGGED}
+    kinds = dict(zip(names, stores))
+    out = {}
+    for name, layout in per.items():
+        if name not in kinds:
+            raise invalid(f"ragged names {name!r}, which is not a stream")
+        if layout not in _LAYOUTS:
+            raise invalid(f"unknown Ragged layout {layout!r} for {name!r}; "
+                          f"expected one of {', '.join(_LAYOUTS)}")
+        if _LAYOUTS[layout] is None:
+            continue
+        if kinds[name]._kind != _lib.ZR_RAGGED:
+            raise invalid(f"stream {name!r} is Dense: only Ragged streams "
+                          "are padded or packed")
+        extra = name + ("_lengths" if layout == "padded" else "_offsets")
+        if extra in kinds:
+            raise invalid(f"the {layout} stream {name!r} comes with "
+                          f"{extra!r}, which is also a stream's name")
+        p = pad.get(name, 0) if isinstance(pad, Mapping) else pad
+        out[name] = (_LAYOUTS[layout], _pad_item(p, kinds[name].dtype))
+    return out
+
+
 class DataLoader:
     """An endless iterator of batches, ``{name: values}``, over named stores.
 
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
-    start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1)
+    start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1,
+    mmap=True, ragged="list", pad=0)
 
-    streams maps names to open stores (DenseStore or RaggedStore) that all
-    hold the same number of records; every stream of a batch is gathered
-    at the same indices, those of the sampler's step. Each iteration
-    yields the next step's batch, for ever: there are no epochs. A Dense
+    streams maps names to stores (DenseStore or RaggedStore) that all
+    hold the same number of records, or to the paths of such stores,
+    which the loader opens read-only (with the given mmap, as
+    DenseStore.open takes it) and closes with itself; every stream
+    of a batch is gathered at the same indices, those of the sampler's
+    step. Each iteration yields the next step's batch, for ever. A Dense
     stream's value is an array of shape (batch_size, *item_shape), a Ragged
     stream's a list of batch_size arrays. mode, seed, rank and world are
     the Sampler's; start_step is the step of the first batch, so a run is
-    resumed by passing the ``step`` it had reached. prefetch is the number
-    of batches prepared ahead, workers the number of threads preparing
-    them; transform (see the module's description) maps each batch dict to
-    what is yielded.
+    resumed by passing the ``step`` it had reached (or through
+    state_dict() and load_state_dict()). prefetch is the number of batches
+    prepared ahead, workers the number of threads preparing them;
+    transform (see the module's description) maps each batch dict to what
+    is yielded.
+
+    ragged says how Ragged streams come out: "list" (a list of arrays,
+    the default), "padded" (one array of shape (batch_size, L, *row),
+    each record followed by pad up to the batch's longest, L, with its
+    lengths as an int64 array under NAME_lengths) or "packed" (the
+    records back to back in one array, with the int64 offsets of each
+    under NAME_offsets, batch_size + 1 of them). A dict gives a layout
+    per stream; pad may be a dict too. The library lays the batch out on
+    the loader's worker threads (RaggedStore.padded says which records
+    can be).
+
+    The stream never ends, but len(loader) is the number of steps of one
+    cycle, ``n // (batch_size * world)``: in CYCLIC mode every record is
+    read once in each cycle. ``epoch`` is the cycle the next step is in.
+
+    A loader belongs to the process that created it: its worker threads
+    do not survive fork(), so a child that takes a batch from an inherited
+    loader gets StoreBusyError at once, and a loader cannot be pickled.
 
     The stores stay open and must not be deleted from or compacted while
     the loader lives (the store refuses); records appended meanwhile are
@@ -313,17 +417,38 @@ class DataLoader:
 
     def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
-                 rank=0, world=1):
+                 rank=0, world=1, mmap=True, ragged="list", pad=0):
         if not isinstance(streams, Mapping) or not streams:
-            raise invalid("streams must be a non-empty dict of name: store")
+            raise invalid("streams must be a non-empty dict of name: store "
+                          "or path")
         names = list(streams)
-        stores = [streams[n] for n in names]
-        for n, s in zip(names, stores):
+        for n in names:
             if not isinstance(n, str) or not n or "\0" in n:
                 raise invalid(f"stream name {n!r} is not a non-empty string")
-            if not isinstance(s, _Store):
+            s = streams[n]
+            if not isinstance(s, (_Store, str, bytes, os.PathLike)):
                 raise invalid(f"stream {n!r} is a {type(s).__name__}, not a "
-                              "DenseStore or RaggedStore")
+                              "DenseStore, a RaggedStore or a store's path")
+        owned = []
+        try:
+            stores = []
+            for n in names:
+                s = streams[n]
+                if not isinstance(s, _Store):
+                    s = open_store(s, readonly=True, mmap=mmap)
+                    owned.append(s)
+                stores.append(s)
+            self._create(names, stores, batch_size, mode, seed, start_step,
+                         transform, prefetch, workers, rank, world,
+                         ragged, pad)
+        except BaseException:
+            for s in owned:
+                s.close()
+            raise
+        self._handle.owned = owned
+
+    def _create(self, names, stores, batch_size, mode, seed, start_step,
+                transform, prefetch, workers, rank, world, ragged, pad):
         lengths = {n: len(s) for n, s in zip(names, stores)}
         if len(set(lengths.values())) != 1:
             raise invalid("the streams differ in length: " + ", ".join(
@@ -345,6 +470,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
+        layouts = _layouts(names, stores, ragged, pad)
         opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
         opts.batch = int(batch_size)
@@ -354,11 +480,18 @@ class DataLoader:
         opts.start_step = int(start_step)
         opts.depth = int(prefetch)
         opts.threads = int(workers)
-        self._handle = _Handle(stores, names, opts, transform)
+        # Ragged streams made dense are laid out where the transform runs,
+        # on the worker threads: an identity transform puts them there.
+        self._handle = _Handle(stores, names, opts,
+                               transform if transform is not None or
+                               not layouts else _identity, layouts)
         self._names = names
         self._mode = mode
         self._params = (int(seed), int(rank), int(world))
         self._batch_size = int(batch_size)
+        self._n = lengths[names[0]]
+        # What load_state_dict needs to make the loader again at a step.
+        self._remake = (int(prefetch), int(workers), transform, ragged, pad)
 
     def __iter__(self):
         return self
@@ -372,10 +505,63 @@ class DataLoader:
     def step(self):
         """The step of the next batch: pass it as start_step to resume."""
         h = self._handle
+        h.check_process()
         with h.next_lock:
             if h.ptr is None:
                 raise invalid("the DataLoader is closed")
             return int(lib.zr_loader_step(h.ptr))
+
+    def __len__(self):
+        """Steps per cycle: n // (batch_size * world), at least 1."""
+        _, _, world = self._params
+        return self._n // (self._batch_size * world)
+
+    @property
+    def epoch(self):
+        """The cycle the next step belongs to: step // len(self)."""
+        return self.step // len(self)
+
+    def state_dict(self):
+        """Where the loader stands, as a dict of plain ints and strings
+        (for torch.save, json or pickle): the next step and the sampler's
+        parameters, which load_state_dict checks."""
+        seed, rank, world = self._params
+        return {"step": self.step, "epoch": self.epoch,
+                "batch_size": self._batch_size, "mode": self._mode.name,
+                "seed": seed, "rank": rank, "world": world, "n": self._n}
+
+    def load_state_dict(self, state):
+        """Continue from the step a state_dict() recorded.
+
+        The batches from there on are those the saved loader would have
+        given. Raises InvalidArgumentError, leaving the loader as it was,
+        when the state was saved with other sampling parameters (another
+        seed, mode, batch size, rank, world or number of records), which
+        would make its step mean other records. The rank is not checked:
+        every rank stands at the same step, so the state one rank saved
+        serves them all. Batches already taken stay valid.
+        """
+        if not isinstance(state, Mapping) or "step" not in state:
+            raise invalid("a DataLoader state is the dict state_dict() "
+                          f"returns, not {state!r:.80}")
+        mine = self.state_dict()
+        for key in ("batch_size", "mode", "seed", "world", "n"):
+            if key in state and state[key] != mine[key]:
+                raise invalid(f"the state was saved with {key}="
+                              f"{state[key]!r}, this loader has {key}="
+                              f"{mine[key]!r}")
+        step = state["step"]
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) \
+                or not 0 <= step < 2**64:
+            raise invalid(f"the state's step {step!r} is not in [0, 2**64)")
+        old = self._handle
+        prefetch, workers, transform, ragged, pad = self._remake
+        seed, rank, world = self._params
+        self._create(list(self._names), list(old.stores), self._batch_size,
+                     self._mode, seed, int(step), transform, prefetch,
+                     workers, rank, world, ragged, pad)
+        self._handle.owned, old.owned = old.owned, []
+        old.close()
 
     @property
     def batch_size(self):
@@ -395,6 +581,7 @@ class DataLoader:
     def sampler(self):
         """A Sampler that draws exactly this loader's indices, step by step."""
         h = self._handle
+        h.check_process()
         with h.next_lock:
             if h.ptr is None:
                 raise invalid("the DataLoader is closed")
@@ -414,8 +601,16 @@ class DataLoader:
 
     def close(self):
         """Stop the loader. Its workers and buffers go once no batch
-        taken from it is still held; its stores are free again then."""
+        taken from it is still held; its stores are free again then, and
+        those it opened from paths are closed."""
         self._handle.close()
+
+    def __reduce__(self):
+        raise TypeError(
+            "loaderx: a DataLoader cannot be pickled or copied: its worker "
+            "threads and batch buffers belong to the process that made it. "
+            "Pickle its stores (read-only handles reopen) or a "
+            "loaderx.torch.StreamDataset, and make the loader where it runs")
 
     def __enter__(self):
         return self
@@ -431,4 +626,3 @@ class DataLoader:
     def __repr__(self):
         return (f"DataLoader({', '.join(self._names)}; batch_size="
                 f"{self._batch_size}, mode={self._mode.name})")
-

@@ -243,7 +243,16 @@ class _Store:
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
         if not mmap:
             mode |= _lib.ZR_NOMAP
-        check(lib.zr_open(out, os.fsencode(path), mode))
+        rc = lib.zr_open(out, os.fsencode(path), mode)
+        if rc == _lib.ZR_EBUSY and not readonly:
+            # The usual cause is a second writable open of a store that a
+            # DataLoader, a torch worker or zrecordfs already reads; say
+            # what would share it.
+            err = error_from_code(rc)
+            raise type(err)(err.message + "; a writable handle needs the "
+                            "store to itself: to read it alongside other "
+                            "readers, open it with readonly=True", rc)
+        check(rc)
         ptr = out[0]
         kind = lib.zr_kind(ptr)
         if cls._kind is not None and kind != cls._kind:
@@ -777,6 +786,54 @@ class RaggedStore(_Store):
                                   self._dtype, scalar)
         return _nest(records, shape)
 
+    def padded(self, key, pad=0, length=None):
+        """The selected records as one padded array, and their lengths.
+
+        Returns (values, lengths): values of shape (B, L, *row) holding
+        record k in values[k, :lengths[k]] and pad after it, lengths an
+        int64 array of the B records' first dimensions. L is the longest
+        record's length, or ``length`` when given (a longer record raises
+        ShapeMismatchError). Every record must have the same shape after
+        its first dimension (a scalar record is one row of shape ());
+        others raise ShapeMismatchError. key selects records as indexing
+        does, and its records come in its order, flattened. The batch is
+        laid out by the library in the same call as the gather.
+        """
+        if length is not None:
+            if not isinstance(length, (int, np.integer)) or \
+                    isinstance(length, bool) or length < 1:
+                raise invalid(f"length must be a positive integer, not "
+                              f"{length!r}")
+        values, lengths, _ = self._dense(key, _lib.ZR_PADDED,
+                                         int(length or 0), pad)
+        return values, lengths
+
+    def packed(self, key):
+        """The selected records back to back, and where each begins.
+
+        Returns (values, offsets): values of shape (T, *row), the records'
+        rows one after another (T is the sum of their first dimensions),
+        and offsets, int64 of B + 1 entries, record k being
+        values[offsets[k]:offsets[k + 1]] (the cu_seqlens of
+        variable-length attention). Records must agree in shape after
+        their first dimension, as for padded().
+        """
+        values, _, offsets = self._dense(key, _lib.ZR_PACKED, 0, None)
+        return values, offsets
+
+    def _dense(self, key, layout, rows, pad):
+        pad_c = _pad_item(pad, self._dtype)
+        ptr = self._enter()
+        try:
+            idx, _, _ = self._select(key, int(lib.zr_len(ptr)))
+            out = ffi.new("zr_ragged_dense **")
+            check(lib.zr_gather_ragged_dense(
+                ptr, ffi.from_buffer("uint64_t[]", idx), idx.size, layout,
+                rows, pad_c, out))
+        finally:
+            self._leave()
+        return dense_arrays(out[0], self._dtype)
+
     def append(self, records):
         """Append records, each an array of the store's dtype, as one batch.
 
@@ -886,6 +943,50 @@ def _ragged_records(words, offsets, sizes, dtype, scalar):
         start = off + 8 * (1 + ndim)
         out.append(raw[start:off + size].view(dtype).reshape(shape))
     return out[0] if scalar else out
+
+
+class _CMemory:
+    """Memory the library allocated, wrapped by NumPy without a copy; the
+    struct that owns it is freed when the last array on it goes."""
+
+    __slots__ = ("owner", "__array_interface__")
+
+    def __init__(self, owner, address, shape, typestr):
+        self.owner = owner
+        self.__array_interface__ = {"data": (address, False),
+                                    "shape": shape, "typestr": typestr,
+                                    "version": 3}
+
+
+def dense_arrays(d, dtype):
+    """(values, lengths, offsets) of a zr_ragged_dense, which they own."""
+    d = ffi.gc(d, lib.zr_ragged_dense_free)
+    n = int(d.n)
+    shape = tuple(int(x) for x in d.shape[0:d.ndim])
+    values = np.asarray(_CMemory(d, int(ffi.cast("uintptr_t", d.data)),
+                                 (int(d.nbytes),), "|u1"))
+    values = values.view(dtype).reshape(shape)
+    lengths = np.asarray(_CMemory(d, int(ffi.cast("uintptr_t", d.lengths)),
+                                  (n,), "<i8"))
+    offsets = np.asarray(_CMemory(d, int(ffi.cast("uintptr_t", d.offsets)),
+                                  (n + 1,), "<i8"))
+    return values, lengths, offsets
+
+
+def _pad_item(pad, dtype):
+    """The pad value as one item of dtype, for the library (None: zeros)."""
+    if pad is None:
+        return ffi.NULL
+    try:
+        want = np.asarray(pad)
+        item = want.astype(dtype)
+    except (TypeError, ValueError) as e:
+        raise invalid(f"pad {pad!r} is not a value of dtype {dtype} "
+                      f"({e})") from None
+    if want.shape != () or not (item == want or (want != want and
+                                                 item != item)):
+        raise invalid(f"pad {pad!r} is not a value of dtype {dtype}")
+    return ffi.new("char[]", item.tobytes())
 
 
 def open_store(path, readonly=False, mmap=True):

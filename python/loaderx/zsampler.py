@@ -35,7 +35,10 @@ class Sampler:
     this rank's share; the global batch, batch_size * world, must be
     between 1 and n. next() returns the batch of the current step and
     moves to the following one; batch(step) returns any step's batch
-    without moving. Both return uint64 arrays of batch_size indices.
+    without moving. Both return int64 arrays of batch_size indices: an
+    index space holds at most 2**63 records, so every index fits, and
+    int64 is the index type of torch and JAX, which have no uint64
+    indexing.
     """
 
     class Mode(enum.IntEnum):
@@ -87,7 +90,7 @@ class Sampler:
             raise invalid(f"a step is an integer, not {step!r}")
         if not 0 <= step < 2**64:
             raise invalid(f"step {step} is not in [0, 2**64)")
-        out = np.empty(self._info.batch, dtype=np.uint64)
+        out = np.empty(self._info.batch, dtype=np.int64)
         check(lib.zr_sampler_batch(self._sm, int(step),
                                    ffi.from_buffer("uint64_t[]", out,
                                                    require_writable=True)))

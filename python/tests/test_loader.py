@@ -1,13 +1,20 @@
 """DataLoader: its batches against direct gathers at the sampler's indices,
 resumption, the transform on worker threads, and batch lifetimes."""
 
+import copy
 import gc
+import json
+import os
+import pickle
+import select
+import signal
 import threading
 
 import numpy as np
 import pytest
 
-from loaderx import InvalidArgumentError
+from loaderx import (InvalidArgumentError, StoreBusyError,
+                     StoreNotFoundError)
 from loaderx.dataloader import DataLoader
 from loaderx.zrecord import DenseStore, RaggedStore
 from loaderx.zsampler import Sampler
@@ -224,3 +231,151 @@ def test_advancing_the_loader_from_its_own_transform_raises(streams):
         next(loader)
     assert next(loader)["ids"].tolist() == [2]
     loader.close()
+
+
+# ---- processes, pickling and the loader's conveniences -----------------
+
+def test_a_loader_used_in_a_child_of_fork_raises_at_once(streams):
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=4, prefetch=2)
+    first = next(loader)["ids"].copy()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        # The child reports what next() did; prefetched batches are in
+        # its copy of the loader, but none may be handed out there.
+        os.close(r)
+        try:
+            next(loader)
+            msg = b"no error"
+        except StoreBusyError as e:
+            msg = ("StoreBusyError: " + str(e)).encode()
+        except BaseException as e:
+            msg = repr(e).encode()
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    # A child that hung would never write: the parent gives up after a
+    # generous delay instead of hanging the suite.
+    ready, _, _ = select.select([r], [], [], 30)
+    msg = os.read(r, 4096).decode() if ready else "no answer"
+    os.close(r)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert msg.startswith("StoreBusyError"), msg
+    assert f"created in process {os.getpid()}" in msg
+    assert "fork()" in msg
+    # The parent's loader goes on where it stood.
+    sampler = Sampler(N, 4, Sampler.Mode.CYCLIC, seed=0)
+    np.testing.assert_array_equal(first, sampler.batch(0))
+    np.testing.assert_array_equal(next(loader)["ids"], sampler.batch(1))
+    loader.close()
+
+
+def test_a_loader_cannot_be_pickled_or_copied(streams):
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=4)
+    for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="loaderx: a DataLoader cannot "
+                           "be pickled"):
+            attempt(loader)
+    loader.close()
+
+
+def test_paths_are_opened_read_only_and_closed_with_the_loader(streams):
+    for s in streams.values():
+        s.close()
+    loader = DataLoader({"ids": "ids", "tokens": "tokens"}, batch_size=6,
+                        seed=3)
+    assert all(s.readonly for s in loader.streams.values())
+    sampler = Sampler(N, 6, Sampler.Mode.CYCLIC, seed=3)
+    with RaggedStore.open("tokens", readonly=True) as tokens:
+        for step in range(3):
+            batch = next(loader)
+            idx = sampler.batch(step)
+            np.testing.assert_array_equal(batch["ids"], idx)
+            for got, want in zip(batch["tokens"], tokens[idx]):
+                np.testing.assert_array_equal(got, want)
+    # The loader goes once no array of its batches is held.
+    del batch, got, want
+    loader.close()
+    gc.collect()
+    # Closed with the loader: a writer may have the stores again.
+    DenseStore.open("ids").close()
+    RaggedStore.open("tokens").close()
+
+
+def test_a_path_that_holds_no_store_raises_and_opens_nothing(streams):
+    streams["ids"].close()
+    with pytest.raises(StoreNotFoundError):
+        DataLoader({"ids": "ids", "none": "missing"}, batch_size=2)
+    DenseStore.open("ids").close()
+
+
+def test_len_is_the_steps_of_a_cycle_and_epoch_counts_cycles(streams):
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=32, seed=5)
+    assert len(loader) == N // 32 == 7
+    seen = []
+    for step in range(7):
+        assert loader.epoch == 0
+        seen.append(next(loader)["ids"].copy())
+    assert loader.epoch == 1
+    # One cycle reads 7 * 32 distinct records.
+    assert len(np.unique(np.concatenate(seen))) == 7 * 32
+    loader.close()
+    sharded = DataLoader({"ids": streams["ids"]}, batch_size=10, rank=1,
+                         world=3, start_step=16)
+    assert len(sharded) == N // 30 == 8
+    assert sharded.epoch == 2
+    sharded.close()
+
+
+def test_load_state_dict_continues_where_the_state_was_saved(streams):
+    loader = DataLoader(streams, batch_size=8, seed=9, workers=2)
+    for _ in range(5):
+        next(loader)
+    state = loader.state_dict()
+    assert state["step"] == 5 and state["epoch"] == 0
+    assert json.loads(json.dumps(state)) == state
+    after = [next(loader) for _ in range(4)]
+    other = DataLoader(streams, batch_size=8, seed=9)
+    other.load_state_dict(state)
+    assert other.step == 5
+    sampler = Sampler(N, 8, Sampler.Mode.CYCLIC, seed=9)
+    for k, want in enumerate(after):
+        got = next(other)
+        np.testing.assert_array_equal(got["ids"], want["ids"])
+        check_batch(got, streams, sampler.batch(5 + k))
+    # The loader that saved the state can go back to it too.
+    loader.load_state_dict(state)
+    np.testing.assert_array_equal(next(loader)["ids"], after[0]["ids"])
+    loader.close()
+    other.close()
+
+
+@pytest.mark.parametrize("change", [{"seed": 10}, {"batch_size": 4},
+                                    {"world": 2}, {"mode": "IID"},
+                                    {"step": -1}])
+def test_a_state_of_other_sampling_is_refused(streams, change):
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=8, seed=9)
+    state = loader.state_dict()
+    state.update(change)
+    with pytest.raises(InvalidArgumentError):
+        loader.load_state_dict(state)
+    # Left as it was.
+    np.testing.assert_array_equal(next(loader)["ids"],
+                                  Sampler(N, 8, "cyclic", seed=9).batch(0))
+    loader.close()
+
+
+def test_sampler_indices_are_int64(streams):
+    loader = DataLoader({"ids": streams["ids"]}, batch_size=8)
+    idx = loader.sampler.next()
+    assert idx.dtype == np.int64
+    np.testing.assert_array_equal(next(loader)["ids"], idx)
+    loader.close()
+
+
+def test_a_second_writable_open_says_to_open_read_only(streams):
+    with pytest.raises(StoreBusyError, match="open it with readonly=True"):
+        DenseStore.open("ids")
+    DenseStore.open("ids", readonly=True).close()

@@ -394,7 +394,7 @@ def test_transfer_to_jax_device():
 def test_zsampler_iid_next_draws_a_batch_per_step():
     sampler = Sampler(1_000_000, 256, Sampler.Mode.IID, seed=42)
     first = sampler.next()
-    assert first.shape == (256,) and first.dtype == np.uint64
+    assert first.shape == (256,) and first.dtype == np.int64
     assert first.max() < 1_000_000
     second = sampler.next()
     again = Sampler(1_000_000, 256, Sampler.Mode.IID, seed=42)

@@ -1,0 +1,297 @@
+"""loaderx.torch: the steps each rank and torch worker delivers, checked
+against the sampler's batches, resumption, epochs, and the errors of a
+loaderx DataLoader carried into a torch worker."""
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import loaderx  # noqa: E402
+
+from loaderx import InvalidArgumentError, StoreBusyError  # noqa: E402
+from loaderx.dataloader import DataLoader  # noqa: E402
+from loaderx.torch import StepLoader, StreamDataset  # noqa: E402
+from loaderx.zrecord import DenseStore, RaggedStore  # noqa: E402
+from loaderx.zsampler import Sampler  # noqa: E402
+
+N = 200
+B = 16
+STEPS = N // B  # steps per epoch
+
+
+@pytest.fixture
+def paths(rng):
+    """ids (record i holds i), images and tokens of N records."""
+    with DenseStore.create("ids", np.int64, codec="raw") as s:
+        s.append(np.arange(N, dtype=np.int64))
+    with DenseStore.create("images", np.uint8, (3, 4, 4)) as s:
+        s.append(rng.integers(0, 255, size=(N, 3, 4, 4), dtype=np.uint8))
+    with RaggedStore.create("tokens", np.int32) as s:
+        s.append([np.full(1 + i % 7, i, dtype=np.int32) for i in range(N)])
+    return {"ids": "ids", "images": "images", "tokens": "tokens"}
+
+
+def check_step(batch, step, sampler, images):
+    """batch is the sampler's step: ids, images and tokens at its indices."""
+    idx = sampler.batch(step)
+    assert isinstance(batch["ids"], torch.Tensor)
+    assert batch["ids"].dtype == torch.int64
+    np.testing.assert_array_equal(batch["ids"].numpy(), idx)
+    np.testing.assert_array_equal(batch["images"].numpy(), images[idx])
+    assert len(batch["tokens"]) == B
+    for i, t in zip(idx, batch["tokens"]):
+        np.testing.assert_array_equal(t.numpy(), np.full(1 + i % 7, i))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_batch_is_its_step_for_two_epochs(paths, workers):
+    ds = StreamDataset(paths, batch_size=B, seed=7)
+    loader = StepLoader(ds, num_workers=workers, timeout=60 if workers else 0)
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    images = DenseStore.open("images", readonly=True)[:]
+    assert len(ds) == len(loader) == STEPS
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        batches = list(loader)
+        assert len(batches) == STEPS
+        for k, batch in enumerate(batches):
+            check_step(batch, epoch * STEPS + k, sampler, images)
+        ids = np.concatenate([b["ids"].numpy() for b in batches])
+        # CYCLIC: no record twice in an epoch.
+        assert len(np.unique(ids)) == STEPS * B
+        assert ds.state_dict()["step"] == (epoch + 1) * STEPS
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_resumed_run_gives_the_batches_of_an_unbroken_one(paths, workers):
+    kw = {"num_workers": workers, "timeout": 60 if workers else 0}
+    whole = StreamDataset(paths, batch_size=B, seed=3)
+    unbroken = []
+    for epoch in range(2):
+        whole.set_epoch(epoch)
+        unbroken += [b["ids"].numpy().copy() for b in StepLoader(whole, **kw)]
+
+    first = StreamDataset(paths, batch_size=B, seed=3)
+    loader = StepLoader(first, **kw)
+    for k, batch in enumerate(loader):
+        if k == 4:
+            break
+    # Five batches taken, whatever the workers had prepared beyond them.
+    state = pickle.loads(pickle.dumps(loader.state_dict()))
+    assert state["step"] == 5 and state["epoch"] == 0
+    del loader
+
+    again = StreamDataset(paths, batch_size=B, seed=3)
+    again.load_state_dict(state)
+    assert len(again) == STEPS - 5
+    resumed = []
+    for epoch in range(state["epoch"], 2):
+        again.set_epoch(epoch)
+        resumed += [b["ids"].numpy().copy() for b in StepLoader(again, **kw)]
+    assert len(resumed) == 2 * STEPS - 5
+    for got, want in zip(resumed, unbroken[5:]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_epochs_are_new_orders_and_a_state_of_other_sampling_is_refused(paths):
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=1)
+    ds.set_epoch(3)
+    got = [b["ids"] for b in StepLoader(ds)]
+    want = Sampler(N, B, "cyclic", seed=1)
+    for k, b in enumerate(got):
+        np.testing.assert_array_equal(b, want.batch(3 * STEPS + k))
+    other = StreamDataset({"ids": "ids"}, batch_size=B, seed=2)
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        other.load_state_dict(ds.state_dict())
+    with pytest.raises(InvalidArgumentError):
+        ds.set_epoch(-1)
+
+
+def test_bad_arguments_raise(paths):
+    with pytest.raises(InvalidArgumentError, match="differ in length"):
+        with DenseStore.create("short", np.int64, codec="raw") as s:
+            s.append(np.arange(N - 1))
+        StreamDataset({"ids": "ids", "short": "short"}, batch_size=B)
+    with pytest.raises(InvalidArgumentError, match="both rank and world"):
+        StreamDataset(paths, batch_size=B, rank=1)
+    with pytest.raises(InvalidArgumentError):
+        StreamDataset(paths, batch_size=B, rank=2, world=2)
+    with DenseStore.open("ids") as writable:
+        with pytest.raises(InvalidArgumentError, match="readonly=True"):
+            StreamDataset({"ids": writable}, batch_size=B)
+    ds = StreamDataset(paths, batch_size=B)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        StepLoader(ds, batch_size=4)
+    with pytest.raises(InvalidArgumentError):
+        StepLoader(torch.utils.data.TensorDataset(torch.zeros(3)))
+
+
+class _InheritedLoader(torch.utils.data.IterableDataset):
+    """The mistake the fork check is for: a loaderx DataLoader made in the
+    training process and read in torch's worker processes."""
+
+    def __init__(self, loader):
+        super().__init__()
+        self.loader = loader
+
+    def __iter__(self):
+        return iter(self.loader)
+
+
+def test_a_loader_inherited_by_a_torch_worker_raises_in_the_trainer(paths):
+    loader = DataLoader({"ids": DenseStore.open("ids", readonly=True)},
+                        batch_size=B)
+    naive = _InheritedLoader(loader)
+    # timeout turns a worker that hangs into an error instead of a stuck
+    # suite; the check raises long before it.
+    batches = torch.utils.data.DataLoader(naive, batch_size=None,
+                                          num_workers=1, timeout=30)
+    with pytest.raises(StoreBusyError, match="do not survive fork"):
+        next(iter(batches))
+    # Sent to a "spawn" worker, the loader does not pickle.
+    with pytest.raises(TypeError, match="loaderx: a DataLoader cannot be "
+                       "pickled"):
+        pickle.dumps(naive)
+    loader.close()
+
+
+def test_a_dataset_pickles_as_its_paths_and_parameters(paths):
+    ds = StreamDataset({"ids": DenseStore.open("ids", readonly=True)},
+                       batch_size=B, seed=4)
+    ds.set_epoch(1)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.epoch == 1 and len(copy) == STEPS
+    np.testing.assert_array_equal(next(iter(StepLoader(copy)))["ids"],
+                                  Sampler(N, B, "cyclic", seed=4).batch(STEPS))
+
+
+_RANK = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from loaderx.torch import StepLoader, StreamDataset
+
+    rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port,
+                            rank=rank, world_size=2)
+    for mode in ("cyclic", "sequential", "iid"):
+        ds = StreamDataset({"ids": "ids"}, batch_size=8, mode=mode, seed=5)
+        assert (ds._rank, ds._world) == (rank, 2), (ds._rank, ds._world)
+        steps = []
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            for batch in StepLoader(ds, num_workers=2, timeout=60):
+                parts = [torch.empty(8, dtype=torch.int64) for _ in range(2)]
+                dist.all_gather(parts, batch["ids"])
+                steps.append(torch.cat(parts).numpy())
+        np.save(out + "." + mode + ".npy", np.stack(steps))
+    dist.destroy_process_group()
+""")
+
+
+def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
+    """Two processes, torch.distributed over gloo on 127.0.0.1, two torch
+    workers each, in every sampling mode: the global batch of every step,
+    gathered from both ranks, is the one a single sampler of the whole
+    batch draws."""
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    # The ranks import this very package, wherever the tests found it.
+    package = os.path.dirname(os.path.dirname(loaderx.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [package, os.environ.get("PYTHONPATH")])))
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), port,
+                               str(tmp_path / f"rank{r}")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(2)]
+    outputs = []
+    for p in procs:
+        try:
+            outputs.append(p.communicate(timeout=120)[0].decode())
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("a rank did not finish in 120 s")
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {r}:\n{outputs[r]}"
+    steps_per_epoch = N // 16
+    for mode in ("cyclic", "sequential", "iid"):
+        # Each rank's half of a step is its own: together they are the
+        # global batch that one sampler of the whole batch draws.
+        whole = Sampler(N, 16, mode, seed=5)
+        for r in range(2):
+            seen = np.load(tmp_path / f"rank{r}.{mode}.npy")
+            assert seen.shape == (2 * steps_per_epoch, 16)
+            for step, batch in enumerate(seen):
+                np.testing.assert_array_equal(batch, whole.batch(step))
+            if mode == "iid":
+                # Draws with replacement: records may repeat, and do.
+                assert len(np.unique(seen)) < seen.size
+                continue
+            # cyclic and sequential: no record twice in an epoch.
+            for epoch in range(2):
+                part = seen[epoch * steps_per_epoch:
+                            (epoch + 1) * steps_per_epoch]
+                assert len(np.unique(part)) == part.size
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_padded_ragged_streams_come_as_one_tensor(paths, workers):
+    ds = StreamDataset({"ids": "ids", "tokens": "tokens"}, batch_size=B,
+                       seed=6, ragged="padded", pad=-1)
+    sampler = Sampler(N, B, "cyclic", seed=6)
+    loader = StepLoader(ds, num_workers=workers, timeout=60 if workers else 0)
+    for k, batch in enumerate(loader):
+        idx = sampler.batch(k)
+        np.testing.assert_array_equal(batch["ids"].numpy(), idx)
+        lengths = 1 + idx % 7
+        np.testing.assert_array_equal(batch["tokens_lengths"].numpy(), lengths)
+        tokens = batch["tokens"].numpy()
+        assert tokens.shape == (B, lengths.max())
+        for row, i in enumerate(idx):
+            assert (tokens[row, :lengths[row]] == i).all()
+            assert (tokens[row, lengths[row]:] == -1).all()
+    assert k == STEPS - 1
+
+
+def train(batches):
+    """A few steps of SGD on a linear model; its final weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3 * 4 * 4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    for images, ids in batches:
+        x = images.reshape(len(images), -1).float()
+        loss = torch.nn.functional.mse_loss(model(x).squeeze(1), ids.float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_model_trains_on_the_batches_the_sampler_draws(paths, workers):
+    ds = StreamDataset({"images": "images", "ids": "ids"}, batch_size=B,
+                       seed=8)
+    got = train((b["images"], b["ids"]) for b in
+                StepLoader(ds, num_workers=workers,
+                           timeout=60 if workers else 0))
+    # The same training on batches read directly at the sampler's steps.
+    sampler = Sampler(N, B, "cyclic", seed=8)
+    images = DenseStore.open("images", readonly=True)[:]
+    want = train((torch.from_numpy(images[sampler.batch(k)]),
+                  torch.from_numpy(sampler.batch(k))) for k in range(STEPS))
+    assert torch.equal(got, want)
+    untrained = train([])
+    assert not torch.equal(got, untrained)
