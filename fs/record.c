@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/npyheader.h"
@@ -316,6 +317,56 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
     *stored = r->stored;
     zfs_rec_put(r);
     return 0;
+}
+
+void zfs_rec_reply(fuse_req_t req, const struct zfs_rec *r, size_t size, off_t off)
+{
+    uint64_t total = r->hdr_len + r->payload_len;
+    uint64_t start = (uint64_t)off;
+    if (start >= total || size == 0) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    uint64_t end = total - start < size ? total : start + size;
+    struct iovec iov[2];
+    int cnt = 0;
+    if (start < r->hdr_len) {
+        uint64_t hend = end < r->hdr_len ? end : r->hdr_len;
+        iov[cnt].iov_base = (void *)(r->hdr + start);
+        iov[cnt++].iov_len = (size_t)(hend - start);
+    }
+    if (end > r->hdr_len) {
+        uint64_t p0 = (start > r->hdr_len ? start : r->hdr_len) - r->hdr_len;
+        iov[cnt].iov_base = (void *)(r->payload + p0);
+        iov[cnt++].iov_len = (size_t)(end - r->hdr_len - p0);
+    }
+    fuse_reply_iov(req, iov, cnt);
+}
+
+int zfs_rec_hold(struct zfs_fs *fs, struct zfs_handle *h, struct zfs_rec **out)
+{
+    struct zfs_hrecord *hr = &h->record;
+    int rc = 0;
+    *out = NULL;
+    pthread_mutex_lock(&h->mu);
+    if (hr->rec && hr->rec->gen != atomic_load(&h->st->gen)) {
+        /* The store changed under this handle (a delete): its record
+         * number now names other bytes. */
+        zfs_rec_put(hr->rec);
+        hr->rec = NULL;
+    }
+    if (!hr->rec) {
+        zfs_rec_ahead(fs, h->st, hr->index);
+        rc = zfs_rec_get(fs, h->st, hr->index, &hr->rec);
+    }
+    if (rc == -ENOENT)
+        rc = -ESTALE; /* deleted while open */
+    if (rc == 0) {
+        *out = hr->rec;
+        atomic_fetch_add(&hr->rec->refs, 1);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc;
 }
 
 void zfs_rec_store_changed(struct zfs_store *st)

@@ -326,6 +326,19 @@ ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *
  * splice(2) or sendfile(2). Valid and errors as zr_record_span. */
 ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size);
 
+/* Whether the stored bytes of records idx[0..n) are all in the page cache:
+ * returns 1 when every page of every record is, 0 when one is not (it stops
+ * at the first that is not), or a negative code. Any codec. A reader that
+ * serves single records can use it to choose between the mapping (cached:
+ * no system call per byte) and a read (not cached: a page fault on a
+ * mapping reads up to read_ahead_kb around its page). The answer may be
+ * stale by the time the caller acts on it (pages come and go). Costs a
+ * system call per record (cachestat(2); before Linux 6.5 mincore(2), which
+ * answers only the file's owner or a privileged caller). Errors: ZR_EINVAL,
+ * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO (the kernel cannot tell). Thread-safe like
+ * a gather. */
+ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
+
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
 /* Progress of a long call: done units out of total (records). */
