@@ -79,7 +79,7 @@ run() {
     if [ "$tool" = cp ]; then
         cp -r "$src" "$dst/copy"
     else
-        tar -C "$src" --exclude='.*' -cf - . | cat > /dev/null
+        tar -C "$src" --exclude='./.*' -cf - . | cat > /dev/null
     fi
     t1=$(date +%s.%N)
     s1=$(sectors)

@@ -11,6 +11,7 @@
  * next to a FUSE request, too dear for every record of a gather.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -78,4 +79,43 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* Adjacent records of one chunk file are asked for in one call, up to
+ * this many bytes a call. */
+#define PREFETCH_RUN ((uint64_t)8 << 20)
+
+ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
+                       uint64_t *records)
+{
+    if (!s || !records)
+        return zr_err(ZR_EINVAL, "zr_prefetch: NULL argument");
+    *records = 0;
+    uint64_t len;
+    int rc = zr_check_indices(s, NULL, 0, &len);
+    if (rc != 0)
+        return rc;
+    uint64_t end = first < len ? (len - first < max_records ? len : first + max_records) : first;
+    uint64_t bytes = 0, k = first;
+    int run_fd = -1;
+    uint64_t run_off = 0, run_len = 0;
+    for (; k < end && bytes < max_bytes; k++) {
+        struct zr_loc l;
+        if (zr_loc_get(s, k, &l) != 0)
+            return zr_loc_error(s, k, "entry is out of bounds or inconsistent");
+        int fd = zr_ftable_at(&s->chunks, l.chunk_id)->fd;
+        if (fd != run_fd || l.offset != run_off + run_len || run_len >= PREFETCH_RUN) {
+            if (run_fd >= 0)
+                (void)posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
+            run_fd = fd;
+            run_off = l.offset;
+            run_len = 0;
+        }
+        run_len += l.phys_length;
+        bytes += l.phys_length;
+    }
+    if (run_fd >= 0)
+        (void)posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
+    *records = k - first;
+    return 0;
 }

@@ -339,6 +339,19 @@ ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
  * a gather. */
 ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
 
+/* Ask the kernel to start reading the stored bytes of records first,
+ * first + 1, ... into the page cache, without waiting for them
+ * (posix_fadvise POSIX_FADV_WILLNEED, records adjacent in a chunk file
+ * asked for together): for a reader that will read records in index order,
+ * one at a time, and wants the disk to work ahead of it. Stops after
+ * max_records records, after the record that reaches max_bytes stored
+ * bytes, or at the end of the store; *records is set to the number asked
+ * for (0 past the end). Any codec. Returns 0 or a negative code: ZR_EINVAL,
+ * ZR_ECORRUPT. Advice only: the kernel may read less. Thread-safe like a
+ * gather. */
+ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
+                       uint64_t *records);
+
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
 /* Progress of a long call: done units out of total (records). */
