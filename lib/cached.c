@@ -9,6 +9,11 @@
  * The gathers make this choice themselves, per handle (doc/cold-reads.md);
  * this answers it for given records, at a system call per record: cheap
  * next to a FUSE request, too dear for every record of a gather.
+ *
+ * zr_prefetch is the other half for a reader of single records: one that
+ * reads records in index order (cp -r of a zrecordfs folder) has the disk
+ * read the next ones while it handles this one, in requests as large as
+ * the records lie together in their chunk files.
  */
 #include <errno.h>
 #include <fcntl.h>
