@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fs/base.h"
+#include "fs/cold.h"
 #include "fs/ctl.h"
 #include "fs/fileops.h"
 #include "fs/gather.h"
@@ -123,38 +124,35 @@ out:
         zfs_handle_put(h); /* the opener is gone: no RELEASE will follow */
 }
 
-/* Reply with bytes [off, off + size) of a record file: the NPY header
- * (if any) followed by the payload. */
-static void reply_record(fuse_req_t req, const struct zfs_rec *r, size_t size, off_t off)
-{
-    uint64_t total = r->hdr_len + r->payload_len;
-    uint64_t start = (uint64_t)off;
-    if (start >= total || size == 0) {
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    }
-    uint64_t end = total - start < size ? total : start + size;
-    struct iovec iov[2];
-    int cnt = 0;
-    if (start < r->hdr_len) {
-        uint64_t hend = end < r->hdr_len ? end : r->hdr_len;
-        iov[cnt].iov_base = (void *)(r->hdr + start);
-        iov[cnt++].iov_len = (size_t)(hend - start);
-    }
-    if (end > r->hdr_len) {
-        uint64_t p0 = (start > r->hdr_len ? start : r->hdr_len) - r->hdr_len;
-        iov[cnt].iov_base = (void *)(r->payload + p0);
-        iov[cnt++].iov_len = (size_t)(end - r->hdr_len - p0);
-    }
-    fuse_reply_iov(req, iov, cnt);
-}
-
 static void reply_slice(fuse_req_t req, const char *buf, size_t len, size_t size, off_t off)
 {
     if ((uint64_t)off >= len)
         fuse_reply_buf(req, NULL, 0);
     else
         fuse_reply_buf(req, buf + off, len - (size_t)off < size ? len - (size_t)off : size);
+}
+
+/* A record file's bytes without a handle: from the mapping (direct
+ * stores) or through the shared cache of decoded records. */
+static void read_record(fuse_req_t req, struct zfs_fs *fs, struct zfs_store *st, uint64_t i,
+                        size_t size, off_t off)
+{
+    int rc;
+    if (st->direct) {
+        struct zfs_rec d;
+        rc = zfs_rec_span(fs, st, i, &d);
+        if (rc == 0)
+            zfs_rec_reply(req, &d, size, off);
+    } else {
+        struct zfs_rec *r;
+        rc = zfs_rec_get(fs, st, i, &r);
+        if (rc == 0) {
+            zfs_rec_reply(req, r, size, off);
+            zfs_rec_put(r);
+        }
+    }
+    if (rc != 0)
+        fuse_reply_err(req, -rc);
 }
 
 /* A read without a handle (-o noopen): records through the shared cache,
@@ -180,22 +178,14 @@ static void read_unopened(fuse_req_t req, struct zfs_fs *fs, fuse_ino_t ino, siz
         if (rc == 0)
             reply_slice(req, text, len, size, off);
         free(text);
-    } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0 && t.st->direct) {
-        struct zfs_rec d;
-        if (off == 0)
-            zfs_rec_ahead(fs, t.st, t.slot - ZFS_RECORD_SLOT0);
-        rc = zfs_rec_span(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &d);
-        if (rc == 0)
-            reply_record(req, &d, size, off);
     } else if (rc == 0 && t.slot >= ZFS_RECORD_SLOT0) {
-        struct zfs_rec *r;
+        uint64_t i = t.slot - ZFS_RECORD_SLOT0;
         if (off == 0)
-            zfs_rec_ahead(fs, t.st, t.slot - ZFS_RECORD_SLOT0);
-        rc = zfs_rec_get(fs, t.st, t.slot - ZFS_RECORD_SLOT0, &r);
-        if (rc == 0) {
-            reply_record(req, r, size, off);
-            zfs_rec_put(r);
-        }
+            zfs_rec_ahead(fs, t.st, i);
+        if (zfs_cold_read(fs, req, t.st, NULL, i, size, off))
+            return;
+        read_record(req, fs, t.st, i, size, off);
+        return;
     } else if (rc == 0) {
         rc = -EBADF;
     }
@@ -221,32 +211,23 @@ void zfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             struct zfs_rec d;
             if (off == 0)
                 zfs_rec_ahead(fs, h->st, hr->index);
+            if (zfs_cold_read(fs, req, h->st, h, hr->index, size, off))
+                return;
             rc = zfs_rec_span(fs, h->st, hr->index, &d);
             if (rc == 0)
-                reply_record(req, &d, size, off);
+                zfs_rec_reply(req, &d, size, off);
             break;
         }
-        struct zfs_rec *r = NULL;
+        /* A record the handle holds decoded needs no disk. */
         pthread_mutex_lock(&h->mu);
-        if (hr->rec && hr->rec->gen != atomic_load(&h->st->gen)) {
-            /* The store changed under this handle (a delete): its record
-             * number now names other bytes. */
-            zfs_rec_put(hr->rec);
-            hr->rec = NULL;
-        }
-        if (!hr->rec) {
-            zfs_rec_ahead(fs, h->st, hr->index);
-            rc = zfs_rec_get(fs, h->st, hr->index, &hr->rec);
-        }
-        if (rc == -ENOENT)
-            rc = -ESTALE; /* deleted while open */
-        if (rc == 0) {
-            r = hr->rec;
-            atomic_fetch_add(&r->refs, 1);
-        }
+        bool held = hr->rec && hr->rec->gen == atomic_load(&h->st->gen);
         pthread_mutex_unlock(&h->mu);
+        if (!held && zfs_cold_read(fs, req, h->st, h, hr->index, size, off))
+            return;
+        struct zfs_rec *r = NULL;
+        rc = zfs_rec_hold(fs, h, &r);
         if (rc == 0) {
-            reply_record(req, r, size, off);
+            zfs_rec_reply(req, r, size, off);
             zfs_rec_put(r);
         }
         break;

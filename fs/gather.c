@@ -305,6 +305,20 @@ out:
  * records; a longer request is copied into a buffer of its own. */
 #define SPAN_IOVS 160
 
+/* Whether every record of a batch is in the page cache. A batch that is
+ * not is gathered by the library instead of served by reference: replies
+ * copied out of the mapping would fault its pages in one at a time, each
+ * fault reading read_ahead_kb around its page, where the library plans
+ * the batch's reads, many in flight (doc/cold-reads.md). One cachestat a
+ * record, and it stops at the first that is not cached. */
+static bool batch_cached(struct zfs_store *st, const struct zfs_idxlist *list)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    int c = zr_records_cached(st->zs, list->idx, list->n);
+    pthread_rwlock_unlock(&st->lock);
+    return c != 0; /* an error is the mapping's to report, as before */
+}
+
 /* End the list written to h and make its batch ready to be read: built
  * into the batch buffer, or kept as the list for a raw Dense store on a
  * read-only mount (served by reference). The caller holds h->mu. */
@@ -324,7 +338,7 @@ static int gather_prepare(struct zfs_handle *h)
     if (g->list.n == 0) {
         g->len = 0;
     } else if (st->direct && st->kind == ZR_DENSE && st->width >= BYREF_WIDTH &&
-               g->list.n <= ZFS_GATHER_MAX / st->width) {
+               g->list.n <= ZFS_GATHER_MAX / st->width && batch_cached(st, &g->list)) {
         g->by_ref = true;
         g->len = (size_t)(g->list.n * st->width);
     } else {

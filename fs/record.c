@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/npyheader.h"
@@ -318,6 +319,56 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
     return 0;
 }
 
+void zfs_rec_reply(fuse_req_t req, const struct zfs_rec *r, size_t size, off_t off)
+{
+    uint64_t total = r->hdr_len + r->payload_len;
+    uint64_t start = (uint64_t)off;
+    if (start >= total || size == 0) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    uint64_t end = total - start < size ? total : start + size;
+    struct iovec iov[2];
+    int cnt = 0;
+    if (start < r->hdr_len) {
+        uint64_t hend = end < r->hdr_len ? end : r->hdr_len;
+        iov[cnt].iov_base = (void *)(r->hdr + start);
+        iov[cnt++].iov_len = (size_t)(hend - start);
+    }
+    if (end > r->hdr_len) {
+        uint64_t p0 = (start > r->hdr_len ? start : r->hdr_len) - r->hdr_len;
+        iov[cnt].iov_base = (void *)(r->payload + p0);
+        iov[cnt++].iov_len = (size_t)(end - r->hdr_len - p0);
+    }
+    fuse_reply_iov(req, iov, cnt);
+}
+
+int zfs_rec_hold(struct zfs_fs *fs, struct zfs_handle *h, struct zfs_rec **out)
+{
+    struct zfs_hrecord *hr = &h->record;
+    int rc = 0;
+    *out = NULL;
+    pthread_mutex_lock(&h->mu);
+    if (hr->rec && hr->rec->gen != atomic_load(&h->st->gen)) {
+        /* The store changed under this handle (a delete): its record
+         * number now names other bytes. */
+        zfs_rec_put(hr->rec);
+        hr->rec = NULL;
+    }
+    if (!hr->rec) {
+        zfs_rec_ahead(fs, h->st, hr->index);
+        rc = zfs_rec_get(fs, h->st, hr->index, &hr->rec);
+    }
+    if (rc == -ENOENT)
+        rc = -ESTALE; /* deleted while open */
+    if (rc == 0) {
+        *out = hr->rec;
+        atomic_fetch_add(&hr->rec->refs, 1);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
 void zfs_rec_store_changed(struct zfs_store *st)
 {
     sizes_clear(&st->sizes);
@@ -362,8 +413,12 @@ void zfs_rec_cache_clear(void)
  * way instead of repeating it). A raw store served from the mapping has
  * nothing to decode, but a first read of it waits for the disk on the
  * loop's thread, inside the kernel's copy out of the mapping; there the
- * thread faults the next records' pages in instead, and first asks the
- * disk, without waiting, for up to 4 MiB of the records after them. The
+ * thread faults the next records' pages in instead. For every store it
+ * first asks the disk, without waiting, for up to AHEAD_WINDOW_BYTES of the
+ * stored bytes of the records after them (zr_prefetch), so that the disk
+ * reads a sequential reader's records in large requests, and a compressed
+ * record's decode finds its frame cached. A random reader never starts
+ * it: only a read of the record after the last one read does. The
  * thread works two records ahead (i + 1, then i + 2): waking it on an idle
  * CPU can take as long as the decode, and one record ahead then left the
  * reader waiting for a large record's decode. doc/fs-tuning.md has the
@@ -379,7 +434,8 @@ void zfs_rec_cache_clear(void)
 #define AHEAD_HEAVY_BYTES ((uint64_t)32 << 10)
 /* Records decoded ahead of the one read. */
 #define AHEAD_DEPTH 2
-/* How far ahead a reader of a raw store has the disk read (at most). */
+/* How far ahead a sequential reader has the disk read (at most): the
+ * page cache this takes is bounded by it. */
 #define AHEAD_WINDOW_BYTES ((uint64_t)4 << 20)
 #define AHEAD_WINDOW_RECORDS 4096
 
@@ -426,10 +482,10 @@ static void populate(struct zfs_store *st, uint64_t i)
     madvise((void *)a, b - a, MADV_POPULATE_READ);
 }
 
-/* Ask the disk for a raw store's records after i, up to
- * AHEAD_WINDOW_BYTES of them, without waiting: populate() then finds them
- * read or on their way. The window is asked for again only when the reader
- * has used half of it, or has left it. */
+/* Ask the disk for the records after i, up to AHEAD_WINDOW_BYTES of their
+ * stored bytes, without waiting (zr_prefetch): populate() or the decode
+ * then finds them read or on their way. The window is asked for again
+ * only when the reader has used half of it, or has left it. */
 static void prefetch_window(struct zfs_store *st, uint64_t i)
 {
     uint64_t from = i + 1;
@@ -438,28 +494,13 @@ static void prefetch_window(struct zfs_store *st, uint64_t i)
             return; /* enough is on its way */
         from = st->ra_until;
     }
-    uint64_t n = zr_len(st->zs), bytes = 0, k = from;
-    int run_fd = -1;
-    uint64_t run_off = 0, run_len = 0;
-    for (; k < n && k - from < AHEAD_WINDOW_RECORDS && bytes < AHEAD_WINDOW_BYTES; k++) {
-        int fd;
-        uint64_t off, size;
-        if (zr_record_extent(st->zs, k, &fd, &off, &size) != 0)
-            break;
-        if (fd != run_fd || off != run_off + run_len) {
-            if (run_fd >= 0)
-                posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
-            run_fd = fd;
-            run_off = off;
-            run_len = 0;
-        }
-        run_len += size;
-        bytes += size;
-    }
-    if (run_fd >= 0)
-        posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
-    st->ra_until = k;
-    st->ra_count = k - (i + 1);
+    uint64_t n = 0;
+    pthread_rwlock_rdlock(&st->lock);
+    if (zr_prefetch(st->zs, from, AHEAD_WINDOW_RECORDS, AHEAD_WINDOW_BYTES, &n) != 0)
+        n = 0; /* advice only: the reads report what is wrong */
+    pthread_rwlock_unlock(&st->lock);
+    st->ra_until = from + n;
+    st->ra_count = from + n - (i + 1);
 }
 
 /* Record i of st decoded into the cache, or its pages read in. */
@@ -503,8 +544,7 @@ static void ahead_run(void *arg, struct zr_qitem *it)
     if (seq == ahead_taken)
         return;
     ahead_taken = seq;
-    if (st->direct)
-        prefetch_window(st, first - 1);
+    prefetch_window(st, first - 1);
     for (uint64_t i = first; i < first + AHEAD_DEPTH; i++) {
         if (i > first && zr_workq_has_more(&ahead_queue))
             break; /* a newer request, or the stop */

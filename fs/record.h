@@ -12,6 +12,14 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
  * neither cached nor counted, with record i pointing into the mapping.
  * Returns 0 or a negative errno (-ENOENT past the end). */
 int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r);
+/* Reply to req with bytes [off, off + size) of the file of r: the NPY
+ * header (if any) followed by the payload. */
+void zfs_rec_reply(fuse_req_t req, const struct zfs_rec *r, size_t size, off_t off);
+/* The decoded record that record handle h reads, loaded on its first
+ * read (which also tells the read-ahead) and kept with the handle; *out
+ * holds a reference to drop with zfs_rec_put. Takes h->mu. Returns 0 or a
+ * negative errno (-ESTALE: the record was deleted while open). */
+int zfs_rec_hold(struct zfs_fs *fs, struct zfs_handle *h, struct zfs_rec **out);
 /* The file size of record i and its stored size (for st_blocks). Dense
  * records and Ragged records seen before cost nothing; any other Ragged
  * record is decoded once. If may_decode is false and the size is unknown,

@@ -28,6 +28,7 @@
 
 #include "common/decimal.h"
 #include "config.h"
+#include "fs/cold.h"
 #include "fs/loop.h"
 #include "fs/notify.h"
 #include "fs/ops.h"
@@ -347,6 +348,11 @@ int main(int argc, char *argv[])
          * once while the reader sleeps, go to both cores (replies.c). */
         if (cpus > 1 && zfs_replies_start((unsigned)cpus) != 0)
             fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the reply threads\n");
+        /* And record files not in the page cache are read on threads of
+         * their own, so that the loop's thread never waits for the disk
+         * while other readers' requests queue behind it (cold.c). */
+        if (zfs_cold_start() != 0)
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the cold-read threads\n");
         rc = zfs_loop(se, fs.cfg.spin);
     } else {
         if (!(loop_cfg = fuse_loop_cfg_create()))
@@ -360,6 +366,7 @@ int main(int argc, char *argv[])
     ret = rc == 0 ? 0 : 1;
 out:
     report_ready(&ready, ret);
+    zfs_cold_stop();
     zfs_replies_stop();
     zfs_ahead_stop();
     zfs_notify_stop();

@@ -377,6 +377,32 @@ ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *
  * splice(2) or sendfile(2). Valid and errors as zr_record_span. */
 ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size);
 
+/* Whether the stored bytes of records idx[0..n) are all in the page cache:
+ * returns 1 when every page of every record is, 0 when one is not (it stops
+ * at the first that is not), or a negative code. Any codec. A reader that
+ * serves single records can use it to choose between the mapping (cached:
+ * no system call per byte) and a read (not cached: a page fault on a
+ * mapping reads up to read_ahead_kb around its page). The answer may be
+ * stale by the time the caller acts on it (pages come and go). Costs a
+ * system call per record (cachestat(2); before Linux 6.5 mincore(2), which
+ * answers only the file's owner or a privileged caller). Errors: ZR_EINVAL,
+ * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO (the kernel cannot tell). Thread-safe like
+ * a gather. */
+ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
+
+/* Ask the kernel to start reading the stored bytes of records first,
+ * first + 1, ... into the page cache, without waiting for them
+ * (posix_fadvise POSIX_FADV_WILLNEED, records adjacent in a chunk file
+ * asked for together): for a reader that will read records in index order,
+ * one at a time, and wants the disk to work ahead of it. Stops after
+ * max_records records, after the record that reaches max_bytes stored
+ * bytes, or at the end of the store; *records is set to the number asked
+ * for (0 past the end). Any codec. Returns 0 or a negative code: ZR_EINVAL,
+ * ZR_ECORRUPT. Advice only: the kernel may read less. Thread-safe like a
+ * gather. */
+ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
+                       uint64_t *records);
+
 /* ---- Maintenance: delete, compact, stats, verify ----------------------- */
 
 /* Progress of a long call: done units out of total (records). */

@@ -1,0 +1,212 @@
+/*
+ * cold.c: reading record files whose bytes are not in the page cache.
+ *
+ * A raw store on a read-only mount serves a record file from the library's
+ * mapping (record.c): the kernel copies the reply out of it. When the
+ * record is not cached, that copy page-faults on the loop's thread, and
+ * each fault reads up to read_ahead_kb around its page (8 MiB on the
+ * project's machine), one fault at a time: 96 MiB/s for random 147 KiB
+ * record files where plain files on ext4 gave 566-665 MiB/s
+ * (doc/fs-benchmarks.md, "Cold reads"). A compressed store, or any store
+ * on a read-write mount, decodes the record on the loop's thread, which
+ * waits for the disk there too, so that a second reader waits for the
+ * first one's disk read.
+ *
+ * So before a record file's read is served the usual way, the loop asks
+ * whether the record's stored bytes are cached (zr_records_cached: one
+ * cachestat(2), a microsecond or two). When they are, nothing changes:
+ * the mapping, zero-copy. When they are not, the request goes to one of
+ * these threads, and the loop goes back for the next request:
+ *
+ *   - A Dense raw record on a read-only mount is read with pread(2) from
+ *     its chunk file (zr_record_extent), just the requested bytes, into a
+ *     buffer the reply is sent from. A buffered read at a random offset
+ *     reads only its pages; a stream of reads in order gets the kernel's
+ *     read-ahead on the chunk file.
+ *   - Any other record (Ragged, compressed, read-write mounts) is decoded
+ *     by the library's gather (zfs_rec_get), which plans the reads of a
+ *     handle whose files are not in memory (doc/cold-reads.md), and is
+ *     then served as a decoded record is.
+ *
+ * Each thread waits for one read at a time, so THREADS readers' files are
+ * read at once, which is what plain files on a disk give THREADS readers.
+ * A request's buffer is freed once its reply is sent: nothing is kept.
+ * Under the multi-threaded loop the request's own thread reads, since
+ * libfuse already runs one per waiting request.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/base.h"
+#include "fs/cold.h"
+#include "fs/loop.h"
+#include "fs/record.h"
+#include "lib/workq.h"
+
+/* Reads in flight at once (ZR_WORKQ_MAX_THREADS at most). */
+#define THREADS 8
+/* The most a cold read of a Dense record reads past the request. */
+#define READ_MORE ((uint64_t)1 << 20)
+
+struct job {
+    struct zr_qitem item;
+    struct zfs_fs *fs;
+    fuse_req_t req;
+    struct zfs_store *st;
+    struct zfs_handle *h; /* NULL: a read without a handle (-o noopen) */
+    uint64_t index;
+    size_t size;
+    off_t off;
+};
+
+static struct zr_workq queue = ZR_WORKQ_INIT;
+static bool running;
+
+/* Bytes [off, off + size) of Dense raw record j->index, read from its
+ * chunk file; the reply is sent here. Returns 0 once sent, or a negative
+ * errno for the caller to reply with. */
+static int read_dense(const struct job *j)
+{
+    struct zfs_store *st = j->st;
+    uint64_t hdr = st->dense_hdr_len, total = hdr + st->width;
+    uint64_t start = (uint64_t)j->off;
+    if (start >= total || j->size == 0) {
+        fuse_reply_buf(j->req, NULL, 0);
+        return 0;
+    }
+    uint64_t end = total - start < j->size ? total : start + j->size;
+    struct iovec iov[2];
+    int cnt = 0;
+    if (start < hdr) {
+        iov[cnt].iov_base = st->dense_hdr + start;
+        iov[cnt++].iov_len = (size_t)((end < hdr ? end : hdr) - start);
+    }
+    char *buf = NULL;
+    const void *span = NULL;
+    int rc = 0;
+    if (end > hdr) {
+        /* The rest of the record is read too, up to READ_MORE, though
+         * the request may want less: the kernel asks for a file in pieces
+         * (its read-ahead window), and a read that starts where the last
+         * one on the chunk file ended looks sequential to the chunk's own
+         * read-ahead, which would then read far past the record (measured:
+         * twice the bytes of random 147 KiB records). */
+        uint64_t p0 = (start > hdr ? start : hdr) - hdr, n = end - hdr - p0;
+        uint64_t want = st->width - p0 < READ_MORE ? st->width - p0 : READ_MORE;
+        if (want < n)
+            want = n;
+        if (!(buf = malloc((size_t)want)))
+            return -ENOMEM;
+        int fd;
+        uint64_t at, size;
+        pthread_rwlock_rdlock(&st->lock);
+        int zrc = zr_record_extent(st->zs, j->index, &fd, &at, &size);
+        if (zrc != 0) {
+            fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: record %llu: %s\n", st->path,
+                     (unsigned long long)j->index, zr_last_error());
+            rc = -zfs_errno(zrc);
+        } else if (size != st->width) {
+            rc = -EIO; /* the library checked the entry: never seen */
+        }
+        for (uint64_t got = 0; rc == 0 && got < want;) {
+            ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(at + p0 + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                rc = -EIO; /* the entry lies inside the file: short is an error */
+            else
+                got += (uint64_t)k;
+        }
+        if (rc == 0 && zr_record_span(st->zs, j->index, &span, &size) != 0)
+            span = NULL;
+        pthread_rwlock_unlock(&st->lock);
+        iov[cnt].iov_base = buf;
+        iov[cnt++].iov_len = (size_t)n;
+    }
+    if (rc == 0) {
+        atomic_fetch_add(&zfs_loop_helpers, 1); /* the copy takes a CPU */
+        fuse_reply_iov(j->req, iov, cnt);
+        atomic_fetch_sub(&zfs_loop_helpers, 1);
+    }
+    free(buf);
+    /* The pages just read are cached but not mapped: the next read of
+     * this record, served from the mapping, would take a page fault per
+     * 16 pages (20-40 us each here, doc/cold-reads.md). Mapping them now,
+     * after the reply, keeps that off the loop's thread. A read-only
+     * mount's mapping stays valid (nothing deletes or compacts). */
+    if (span) {
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t a = (uintptr_t)span & ~(page - 1), b = (uintptr_t)span + (uintptr_t)st->width;
+        madvise((void *)a, b - a, MADV_POPULATE_READ);
+    }
+    return rc;
+}
+
+/* Serve j: its reply is sent before this returns. */
+static void serve(const struct job *j)
+{
+    struct zfs_store *st = j->st;
+    struct zfs_rec *r = NULL;
+    int rc;
+    if (st->direct && st->kind == ZR_DENSE) {
+        rc = read_dense(j);
+    } else {
+        rc = j->h ? zfs_rec_hold(j->fs, j->h, &r) : zfs_rec_get(j->fs, st, j->index, &r);
+        if (rc == 0)
+            zfs_rec_reply(j->req, r, j->size, j->off);
+        zfs_rec_put(r);
+    }
+    if (rc != 0)
+        fuse_reply_err(j->req, -rc);
+}
+
+static void run(void *arg, struct zr_qitem *it)
+{
+    (void)arg;
+    struct job *j = ZR_WORKQ_ENTRY(it, struct job, item);
+    serve(j);
+    zfs_handle_put(j->h);
+    free(j);
+}
+
+int zfs_cold_start(void)
+{
+    int rc = zr_workq_start(&queue, THREADS, run, NULL);
+    running = rc == 0;
+    return rc;
+}
+
+void zfs_cold_stop(void)
+{
+    /* The requests still queued are answered before the threads go. */
+    zr_workq_stop(&queue, true);
+    running = false;
+}
+
+bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, struct zfs_handle *h,
+                   uint64_t i, size_t size, off_t off)
+{
+    if (!st->zs)
+        return false;
+    /* Cached, or unknown (an error the usual path reports): the usual
+     * path. The store lock keeps a delete from moving the record while
+     * the kernel is asked. */
+    pthread_rwlock_rdlock(&st->lock);
+    bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
+    pthread_rwlock_unlock(&st->lock);
+    if (!cold)
+        return false;
+    struct job *j = malloc(sizeof *j);
+    if (!j)
+        return false; /* served from the mapping: slower, never lost */
+    *j = (struct job){.fs = fs, .req = req, .st = st, .h = h, .index = i, .size = size, .off = off};
+    if (h)
+        atomic_fetch_add(&h->refs, 1); /* the reply may outlive RELEASE */
+    if (!running || !zr_workq_push(&queue, &j->item))
+        run(NULL, &j->item); /* the multi-threaded loop: this thread reads */
+    return true;
+}
