@@ -21,6 +21,11 @@
  * so a child drops the rings it inherited (without touching them) and
  * makes its own. Where io_uring cannot be had (an old kernel, a sandbox
  * that forbids it) the reads are made one at a time with preadv.
+ *
+ * A read pins its file's descriptor from its submission to its completion
+ * (tables.c). When every descriptor the handle may hold is pinned, a
+ * shard with reads in flight finishes some before it submits more, and
+ * one with none waits for another thread's to be put back.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -53,6 +58,7 @@ struct run {
     uint64_t off;
     uint64_t len;
     unsigned submit;  /* the submission of its shard that issued it */
+    int fd;           /* the file's descriptor, pinned while the read is made */
 };
 
 struct plan_ctx {
@@ -141,13 +147,21 @@ static struct io_uring *ring_get(void)
 
 /* ---- reading a run ---------------------------------------------------- */
 
-static int file_fd(const struct plan_ctx *c, uint32_t file)
+/* Pin the descriptor of run r's file (how: ZR_FD_READ, or with ZR_FD_TRY
+ * to be refused with ZR_FD_BUSY rather than wait). */
+static int run_pin(struct plan_ctx *c, struct run *r, int how)
 {
-    return zr_ftable_at(c->t, file)->fd;
+    return zr_file_fd(c->s, c->t, r->file, how, &r->fd);
+}
+
+static void run_put(struct plan_ctx *c, const struct run *r)
+{
+    zr_file_put(c->s, c->t, r->file);
 }
 
 /* Read run r from byte `done` of it on, with preadv on this thread: the
- * rest of a read the kernel cut short, or a whole read without a ring. */
+ * rest of a read the kernel cut short, or a whole read without a ring.
+ * Its descriptor is pinned. */
 static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
 {
     struct iovec local[RUN_MAX_PIECES];
@@ -165,7 +179,7 @@ static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
         cnt++;
     }
     struct iovec *v = local;
-    int fd = file_fd(c, r->file);
+    int fd = r->fd;
     while (done < r->len) {
         ssize_t got = zr_io.preadv(fd, v, (int)ZR_MIN(cnt, (size_t)IOV_MAX), (off_t)(r->off + done));
         if (got < 0 && errno == EINTR)
@@ -213,18 +227,21 @@ static void pieces_done(struct plan_ctx *c, const struct run *r)
     }
 }
 
-/* Run r's read ended with res (bytes, or -errno): finish it and hand its
- * pieces to the callback. */
+/* Run r's read ended with res (bytes, or -errno): finish it, put its
+ * descriptor back and hand its pieces to the callback. */
 static void run_finish(struct plan_ctx *c, const struct run *r, int res)
 {
-    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        run_put(c, r);
         return;
+    }
     int rc = 0;
     if (res < 0)
         rc = zr_err_sys(-res, "%s: reading %u.%s at byte %llu", c->s->path, r->file,
                         c->t->suffix, (unsigned long long)r->off);
     else if ((uint64_t)res < r->len)
         rc = read_sync(c, r, (uint64_t)res);
+    run_put(c, r);
     if (rc != 0)
         plan_error(c, rc);
     else
@@ -233,7 +250,7 @@ static void run_finish(struct plan_ctx *c, const struct run *r, int res)
 
 static void prep_run(struct io_uring_sqe *sqe, const struct plan_ctx *c, const struct run *r)
 {
-    int fd = file_fd(c, r->file);
+    int fd = r->fd;
     if (r->count == 1)
         io_uring_prep_read(sqe, fd, c->iov[r->first].iov_base, (unsigned)r->len, r->off);
     else
@@ -257,7 +274,11 @@ static void plan_shard(void *arg, size_t k)
     struct io_uring *ring = ring_get();
     if (!ring) {
         for (size_t j = a; j < b && !atomic_load(&c->failed); j++) {
-            int rc = read_sync(c, &c->runs[j], 0);
+            int rc = run_pin(c, &c->runs[j], ZR_FD_READ);
+            if (rc == 0) {
+                rc = read_sync(c, &c->runs[j], 0);
+                run_put(c, &c->runs[j]);
+            }
             if (rc != 0)
                 plan_error(c, rc);
             else
@@ -272,9 +293,20 @@ static void plan_shard(void *arg, size_t k)
         size_t queued = 0;
         while (next < b && inflight + queued < RING_ENTRIES &&
                !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-            if (!sqe)
+            /* A shard with reads of its own in flight never waits for a
+             * descriptor: those reads may hold the ones it waits for. */
+            int rc = run_pin(c, &c->runs[next], inflight + queued > 0 ? ZR_FD_TRY : ZR_FD_READ);
+            if (rc == ZR_FD_BUSY)
                 break;
+            if (rc != 0) {
+                plan_error(c, rc);
+                break;
+            }
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            if (!sqe) {
+                run_put(c, &c->runs[next]);
+                break;
+            }
             prep_run(sqe, c, &c->runs[next]);
             io_uring_sqe_set_data64(sqe, next);
             c->runs[next].submit = submit + 1;
@@ -288,6 +320,8 @@ static void plan_shard(void *arg, size_t k)
                 got = io_uring_submit(ring);
             if (got < 0) {
                 plan_error(c, zr_err_sys(-got, "%s: io_uring_submit", c->s->path));
+                for (size_t j = next - queued; j < next; j++)
+                    run_put(c, &c->runs[j]);
                 broken = true;
                 break;
             }
@@ -329,7 +363,8 @@ static void plan_shard(void *arg, size_t k)
                 continue;
         if (rc != 0)
             abort(); /* cannot return while the kernel may still write */
-        io_uring_cqe_seen(ring, cqe);
+        int res;
+        run_put(c, reap(c, ring, cqe, &res));
         inflight--;
     }
     /* A ring that refused work may hold unsubmitted reads: make a new
