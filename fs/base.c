@@ -42,6 +42,8 @@ int zfs_errno(int zr_code)
         return EROFS;
     case ZR_ENOSPC:
         return ENOSPC;
+    case ZR_ELIMIT:
+        return EMFILE;
     case ZR_EIO:
     case ZR_ECORRUPT:
     case ZR_ECODEC:

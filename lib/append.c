@@ -204,8 +204,13 @@ static void dense_shard(struct append_ctx *c, size_t k)
     while (p < hi && !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
         uint64_t end = ZR_MIN(hi, dense_run_end(c, p));
         uint32_t chunk = c->locs[p / c->src->width].chunk_id;
-        int rc = write_dense_run(zr_ftable_at(&s->chunks, chunk)->fd, base + p, end - p,
-                                 dense_file_offset(c, p), chunk_name(s, chunk, name, sizeof name));
+        int fd;
+        int rc = zr_file_fd(s, &s->chunks, chunk, ZR_FD_WRITE, &fd);
+        if (rc == 0) {
+            rc = write_dense_run(fd, base + p, end - p, dense_file_offset(c, p),
+                                 chunk_name(s, chunk, name, sizeof name));
+            zr_file_put(s, &s->chunks, chunk);
+        }
         if (rc != 0)
             set_error(c, rc);
         p = end;
@@ -251,8 +256,13 @@ static void raw_shard(void *arg, size_t k)
                                                   .iov_len = zr_src_payload(src, r)};
             p += zr_src_prefix(src, r);
         }
-        int rc = zr_writev_all(zr_ftable_at(&s->chunks, la->chunk_id)->fd, iov, (int)(2 * (e - a)),
-                               la->offset, chunk_name(s, la->chunk_id, name, sizeof name));
+        int fd;
+        int rc = zr_file_fd(s, &s->chunks, la->chunk_id, ZR_FD_WRITE, &fd);
+        if (rc == 0) {
+            rc = zr_writev_all(fd, iov, (int)(2 * (e - a)), la->offset,
+                               chunk_name(s, la->chunk_id, name, sizeof name));
+            zr_file_put(s, &s->chunks, la->chunk_id);
+        }
         a = e;
         if (rc != 0)
             set_error(c, rc);
@@ -320,8 +330,13 @@ static int group_flush(struct append_ctx *c, struct group *g)
             e++;
         }
         size_t len = (size_t)(end - first->offset);
-        rc = zr_write_all(zr_ftable_at(&s->chunks, first->chunk_id)->fd, g->buf + at, len,
-                          first->offset, chunk_name(s, first->chunk_id, name, sizeof name));
+        int fd;
+        rc = zr_file_fd(s, &s->chunks, first->chunk_id, ZR_FD_WRITE, &fd);
+        if (rc == 0) {
+            rc = zr_write_all(fd, g->buf + at, len, first->offset,
+                              chunk_name(s, first->chunk_id, name, sizeof name));
+            zr_file_put(s, &s->chunks, first->chunk_id);
+        }
         at += len;
         j = e;
     }
@@ -516,7 +531,11 @@ static int write_locs(zr_store *s, uint64_t first, const struct zr_loc *locs, ui
         struct zr_file *f = zr_ftable_at(&s->segs, g);
         char name[64];
         snprintf(name, sizeof name, "%s/%u.loc", s->path, g);
-        rc = zr_write_all(f->fd, buf, run * ZR_LOC_SIZE, in_seg * ZR_LOC_SIZE, name);
+        int fd;
+        if ((rc = zr_file_fd(s, &s->segs, g, ZR_FD_WRITE, &fd)) != 0)
+            return rc;
+        rc = zr_write_all(fd, buf, run * ZR_LOC_SIZE, in_seg * ZR_LOC_SIZE, name);
+        zr_file_put(s, &s->segs, g);
         if (rc != 0)
             return rc;
         uint64_t end = (in_seg + run) * ZR_LOC_SIZE;
@@ -539,7 +558,12 @@ static int must_sync_first(zr_store *s, bool *garbage)
     uint64_t size;
     char name[64];
     snprintf(name, sizeof name, "%s/%u.chunk", s->path, s->hdr.tail_chunk);
-    int rc = zr_file_size(zr_ftable_at(&s->chunks, s->hdr.tail_chunk)->fd, &size, name);
+    int fd;
+    int rc = zr_file_fd(s, &s->chunks, s->hdr.tail_chunk, ZR_FD_READ, &fd);
+    if (rc != 0)
+        return rc;
+    rc = zr_file_size(fd, &size, name);
+    zr_file_put(s, &s->chunks, s->hdr.tail_chunk);
     if (rc == 0)
         *garbage = *garbage || size > s->hdr.tail_offset ||
                    atomic_load(&s->chunks.count) > s->hdr.tail_chunk + 1;
@@ -550,14 +574,12 @@ static int must_sync_first(zr_store *s, bool *garbage)
  * A failed sync stops the handle, as in zr_sync (R14). */
 static int sync_batch(zr_store *s, uint64_t base, uint64_t n)
 {
-    int rc = 0;
+    int rc = zr_tables_sync_error(s);
     for (uint32_t c = s->hdr.tail_chunk; rc == 0 && c <= s->fr_chunk; c++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+        rc = zr_file_sync(s, &s->chunks, c);
     uint32_t g1 = (uint32_t)((base + n - 1) >> s->seg_shift);
     for (uint32_t g = (uint32_t)(base >> s->seg_shift); rc == 0 && g <= g1; g++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+        rc = zr_file_sync(s, &s->segs, g);
     if (rc != 0)
         s->failed = true;
     return rc;

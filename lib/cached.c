@@ -38,30 +38,57 @@ struct cs_stat {
 /* Pages mincore checks per call where cachestat is missing. */
 #define MINCORE_PAGES 64
 
-/* 1 when every page of bytes [off, off + len) of chunk f is cached, 0 when
- * one is not, -1 when the kernel cannot tell. */
-static int range_cached(const struct zr_file *f, uint64_t off, uint64_t len)
+/* Where record i lies: from the layout when it is known (no read of the
+ * record table), else from its checked entry. */
+static int record_loc(zr_store *s, uint64_t i, struct zr_loc *l)
+{
+    if (i < atomic_load_explicit(&s->laid_out, memory_order_acquire)) {
+        zr_layout_loc(s, i, l);
+        return 0;
+    }
+    unsigned rs = zr_read_enter(s);
+    int rc = zr_loc_read(s, i, l);
+    zr_read_leave(s, rs);
+    return rc;
+}
+
+/* 1 when every page of bytes [off, off + len) of chunk file `chunk` is
+ * cached, 0 when one is not, -1 (errno set) when the kernel cannot tell,
+ * or a negative code when the file cannot be opened. */
+static int range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t a = off / page * page, b = (off + len + page - 1) / page * page;
     struct cs_range r = {a, b - a};
     struct cs_stat cs;
-    if (syscall(SYS_cachestat, f->fd, &r, &cs, 0) == 0)
+    int fd;
+    int rc = zr_file_fd(s, &s->chunks, chunk, ZR_FD_READ, &fd);
+    if (rc != 0)
+        return rc;
+    long got = syscall(SYS_cachestat, fd, &r, &cs, 0);
+    int err = errno;
+    zr_file_put(s, &s->chunks, chunk);
+    if (got == 0)
         return cs.nr_cache >= (b - a) / page;
-    if (errno != ENOSYS || !f->map)
+    errno = err;
+    if (err != ENOSYS)
         return -1;
     /* Before Linux 6.5: ask the mapping, which for a file reports the page
      * cache (to the file's owner, or with CAP_SYS_ADMIN). */
+    unsigned rs = zr_read_enter(s);
+    const uint8_t *map = zr_file_map(s, &s->chunks, chunk);
+    int answer = map ? 1 : zr_last_error_code();
     unsigned char vec[MINCORE_PAGES];
-    for (uint64_t p = a; p < b; p += MINCORE_PAGES * page) {
+    for (uint64_t p = a; map && answer == 1 && p < b; p += MINCORE_PAGES * page) {
         uint64_t n = (b - p) / page < MINCORE_PAGES ? (b - p) / page : MINCORE_PAGES;
-        if (mincore((void *)(f->map + p), n * page, vec) != 0)
-            return -1;
-        for (uint64_t k = 0; k < n; k++)
+        if (mincore((void *)(map + p), n * page, vec) != 0)
+            answer = -1;
+        for (uint64_t k = 0; answer == 1 && k < n; k++)
             if (!(vec[k] & 1))
-                return 0;
+                answer = 0;
     }
-    return 1;
+    zr_read_leave(s, rs);
+    return answer;
 }
 
 ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
@@ -74,9 +101,12 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
         return rc;
     for (size_t k = 0; k < n; k++) {
         struct zr_loc l;
-        if (zr_loc_get(s, idx[k], &l) != 0)
-            return zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
-        int c = range_cached(zr_ftable_at(&s->chunks, l.chunk_id), l.offset, l.phys_length);
+        rc = record_loc(s, idx[k], &l);
+        if (rc != 0)
+            return rc;
+        int c = range_cached(s, l.chunk_id, l.offset, l.phys_length);
+        if (c < -1)
+            return c;
         if (c < 0)
             return zr_err_sys(errno, "%s: cachestat of record %llu", s->path,
                               (unsigned long long)idx[k]);
@@ -90,6 +120,16 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
  * this many bytes a call. */
 #define PREFETCH_RUN ((uint64_t)8 << 20)
 
+/* Ask for bytes [off, off + len) of chunk file `chunk`. */
+static void advise_run(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
+{
+    int fd;
+    if (zr_file_fd(s, &s->chunks, chunk, ZR_FD_READ, &fd) != 0)
+        return; /* advice only */
+    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    zr_file_put(s, &s->chunks, chunk);
+}
+
 ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
                        uint64_t *records)
 {
@@ -102,25 +142,25 @@ ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64
         return rc;
     uint64_t end = first < len ? (len - first < max_records ? len : first + max_records) : first;
     uint64_t bytes = 0, k = first;
-    int run_fd = -1;
+    uint32_t run_chunk = UINT32_MAX;
     uint64_t run_off = 0, run_len = 0;
     for (; k < end && bytes < max_bytes; k++) {
         struct zr_loc l;
-        if (zr_loc_get(s, k, &l) != 0)
-            return zr_loc_error(s, k, "entry is out of bounds or inconsistent");
-        int fd = zr_ftable_at(&s->chunks, l.chunk_id)->fd;
-        if (fd != run_fd || l.offset != run_off + run_len || run_len >= PREFETCH_RUN) {
-            if (run_fd >= 0)
-                (void)posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
-            run_fd = fd;
+        rc = record_loc(s, k, &l);
+        if (rc != 0)
+            return rc;
+        if (l.chunk_id != run_chunk || l.offset != run_off + run_len || run_len >= PREFETCH_RUN) {
+            if (run_chunk != UINT32_MAX)
+                advise_run(s, run_chunk, run_off, run_len);
+            run_chunk = l.chunk_id;
             run_off = l.offset;
             run_len = 0;
         }
         run_len += l.phys_length;
         bytes += l.phys_length;
     }
-    if (run_fd >= 0)
-        (void)posix_fadvise(run_fd, (off_t)run_off, (off_t)run_len, POSIX_FADV_WILLNEED);
+    if (run_chunk != UINT32_MAX)
+        advise_run(s, run_chunk, run_off, run_len);
     *records = k - first;
     return 0;
 }

@@ -158,8 +158,8 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
     for (size_t j = 0; rc == 0 && j < m; j++) {
         uint64_t i = pick[j];
         struct zr_loc l;
-        if (zr_loc_get(s, i, &l) != 0)
-            return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+        if ((rc = zr_batch_locs(s, &i, 1, &l, false)) != 0)
+            break;
         if (l.logic_length > cap) {
             zr_free(rec);
             cap = l.logic_length;
@@ -184,21 +184,20 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
     if (!s)
         return zr_err(ZR_EINVAL, "zr_train_dict_store: NULL handle");
     uint64_t n = zr_len(s);
-    int mrc = zr_ensure_mapped(s);
-    if (mrc != 0)
-        return mrc;
     if (n > SIZE_MAX / sizeof(size_t))
         return zr_err(ZR_ENOMEM, "store too large to sample");
     size_t *sizes = zr_malloc((n ? n : 1) * sizeof *sizes);
     if (!sizes)
         return zr_err(ZR_ENOMEM, "dictionary sample");
     int rc = 0;
+    unsigned rs = zr_read_enter(s);
     for (uint64_t k = 0; k < n && rc == 0; k++) {
         struct zr_loc l;
-        if (zr_loc_get(s, k, &l) != 0)
-            rc = zr_loc_error(s, k, "entry is out of bounds or inconsistent");
+        zr_read_pause(s, &rs);
+        rc = zr_loc_read(s, k, &l);
         sizes[k] = l.logic_length;
     }
+    zr_read_leave(s, rs);
     if (rc == 0)
         rc = train_from((size_t)n, sizes, tier, copy_store, s, dict, dict_len);
     zr_free(sizes);

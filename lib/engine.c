@@ -35,7 +35,8 @@ zr_store *zr_store_alloc(const char *path, bool writable)
     if (!s)
         return NULL;
     s->path = zr_strdup(path);
-    if (!s->path) {
+    if (!s->path || zr_tables_init(s) != 0) {
+        zr_free(s->path);
         zr_free(s);
         return NULL;
     }
@@ -43,11 +44,9 @@ zr_store *zr_store_alloc(const char *path, bool writable)
     s->metafd = -1;
     s->writable = writable;
     s->owner = getpid();
-    zr_tables_init(s);
     atomic_init(&s->length, 0);
     pthread_mutex_init(&s->append_lock, NULL);
     pthread_mutex_init(&s->frontier_lock, NULL);
-    pthread_mutex_init(&s->map_lock, NULL);
     pthread_mutex_init(&s->layout_lock, NULL);
     return s;
 }
@@ -66,7 +65,6 @@ ZR_API void zr_close(zr_store *s)
         zr_io.close(s->dirfd);
     pthread_mutex_destroy(&s->append_lock);
     pthread_mutex_destroy(&s->frontier_lock);
-    pthread_mutex_destroy(&s->map_lock);
     pthread_mutex_destroy(&s->layout_lock);
     zr_free(s->path);
     zr_free(s);
@@ -306,15 +304,13 @@ int zr_engine_sync_locked(zr_store *s)
         return zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
     if (!s->dirty && !s->dir_dirty)
         return 0;
-    int rc = 0;
+    int rc = zr_tables_sync_error(s);
     uint32_t nchunks = atomic_load(&s->chunks.count);
     for (uint32_t c = s->sync_chunk_lo; rc == 0 && c < nchunks; c++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+        rc = zr_file_sync(s, &s->chunks, c);
     uint32_t nsegs = atomic_load(&s->segs.count);
     for (uint32_t g = s->sync_seg_lo; rc == 0 && g < nsegs; g++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
+        rc = zr_file_sync(s, &s->segs, g);
     if (rc == 0 && s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
         rc = zr_err_sys(errno, "syncing folder %s", s->path);
     if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)

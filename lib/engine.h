@@ -25,18 +25,31 @@
 #define ZR_DIR_BLOCK 1024
 #define ZR_MAX_FILES ((uint64_t)ZR_DIR_SLOTS * ZR_DIR_BLOCK)
 
+/* A chunk file or loc segment of a handle. Its descriptor and its mapping
+ * are made when first needed and may be given up again when the handle
+ * holds more than its bounds allow (tables.c, "The cache"): fd and map
+ * are read without a lock, through zr_file_fd and zr_file_map only. */
 struct zr_file {
-    int fd;
-    const uint8_t *map;     /* read-only mapping of the table's capacity, made on
-                               first read (see zr_ensure_mapped) */
-    _Atomic uint64_t size;  /* bytes known to exist in the file: safe to read */
-    uint64_t wend;          /* writer: end of the bytes reserved in this file */
+    _Atomic int fd;             /* -1 while closed */
+    _Atomic uint32_t state;     /* users of fd right now (ZR_PINS), and ZR_DIRTY, ZR_KEEP_* */
+    const uint8_t *_Atomic map; /* read-only mapping of the table's capacity, or NULL */
+    _Atomic uint64_t size;      /* bytes known to exist in the file: safe to read */
+    uint64_t wend;              /* writer: end of the bytes reserved in this file */
 };
+
+/* The bits of zr_file.state: the count of pins (zr_file_fd), and flags
+ * kept in the same word so that a file takes 32 bytes, a shift's worth of
+ * indexing on the gather's path. ZR_DIRTY: written through fd since its
+ * last fdatasync. ZR_KEEP_*: never given up (zr_file_keep). */
+#define ZR_PINS 0x00ffffffu
+#define ZR_DIRTY (1u << 24)
+#define ZR_KEEP_FD (1u << 25)
+#define ZR_KEEP_MAP (1u << 26)
 
 struct zr_ftable {
     struct zr_file *_Atomic blocks[ZR_DIR_SLOTS];
-    _Atomic uint32_t count; /* files 0..count-1 are open */
-    _Atomic uint32_t mapped; /* files 0..mapped-1 are also mapped */
+    _Atomic uint32_t count; /* files 0..count-1 exist (open or not) */
+    _Atomic bool huge;      /* new mappings ask for huge pages */
     uint64_t cap;           /* bytes mapped per file */
     const char *suffix;     /* "chunk" or "loc" */
 };
@@ -46,6 +59,43 @@ static inline struct zr_file *zr_ftable_at(const struct zr_ftable *t, uint32_t i
     struct zr_file *b = atomic_load_explicit(&t->blocks[id / ZR_DIR_BLOCK], memory_order_acquire);
     return &b[id % ZR_DIR_BLOCK];
 }
+
+/* A place in one of the cache's rings: file id of table t, or empty. */
+struct zr_slot {
+    struct zr_ftable *t;
+    uint32_t id;
+};
+
+/* The descriptors or the mappings a handle holds, up to cap of them, given
+ * up in the order they were made (the hand goes round). */
+struct zr_ring {
+    struct zr_slot *slot; /* cap places */
+    uint32_t cap;
+    uint32_t fill;        /* places used at least once */
+    uint32_t hand;        /* where the next search for a victim starts */
+};
+
+/* A mapping given up while gathers may still read it: unmapped once every
+ * reader that entered before epoch + 1 has left (tables.c). */
+struct zr_retired {
+    const uint8_t *map;
+    uint64_t len;
+    uint64_t epoch;
+};
+
+struct zr_cache {
+    pthread_mutex_t lock;     /* the rings, the retired list, opening and mapping */
+    pthread_cond_t unpinned;  /* a pinned descriptor was put back */
+    _Atomic unsigned waiting; /* threads waiting on unpinned */
+    struct zr_ring fds;
+    struct zr_ring maps;
+    _Atomic uint64_t epoch;
+    _Atomic uint64_t readers[2]; /* readers inside, by the parity of the epoch they entered */
+    struct zr_retired *retired;
+    _Atomic size_t nretired;
+    size_t retired_cap;
+    _Atomic int sync_errno;   /* an evicted descriptor's fdatasync failed */
+};
 
 struct zr_store {
     char *path;
@@ -89,7 +139,7 @@ struct zr_store {
     uint32_t seg_shift;    /* log2 of entries per loc segment */
     struct zr_ftable chunks;
     struct zr_ftable segs;
-    pthread_mutex_t map_lock; /* serialises zr_ensure_mapped */
+    struct zr_cache cache;    /* the descriptors and mappings held (tables.c) */
     zr_progress_fn progress;  /* zr_set_progress */
     void *progress_user;
 
@@ -126,9 +176,9 @@ int zr_load_tables(zr_store *s);
  * without that file. */
 bool zr_lost_empty_tail(const zr_store *s);
 
-/* The file tables of a handle (tables.c): set up with the geometry in
- * force, and closed and unmapped. */
-void zr_tables_init(zr_store *s);
+/* The file tables of a handle (tables.c): set up with the geometry and
+ * cache bounds in force (-1 when out of memory), and closed and unmapped. */
+int zr_tables_init(zr_store *s);
 void zr_tables_free(zr_store *s);
 
 /* Geometry overrides for tests, so that chunk and segment rollover can be
@@ -141,8 +191,91 @@ void zr_testing_set_geometry(uint64_t chunk_capacity, uint64_t segment_entries);
 int zr_engine_create(zr_store **out, const char *path, const struct zr_identity *id,
                      const zr_create_opts *opts);
 
-/* Open (or create) file id of a table, map it and make it visible. */
+/* Add file id to a table and make it visible: its size is asked for (a
+ * new file is created empty first); it is opened and mapped only when
+ * used (zr_file_fd, zr_file_map). */
 int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
+
+/* Cache bounds for tests: handles opened afterwards in this process hold
+ * at most fds descriptors and maps mappings (0 restores the defaults),
+ * so that eviction can be exercised on a few hundred files. */
+void zr_testing_set_cache(uint32_t fds, uint32_t maps);
+
+/* ---- Descriptors and mappings (tables.c) ----
+ *
+ * A thread that uses a file's descriptor pins it: zr_file_fd gives the
+ * descriptor, opening it if needed, and zr_file_put gives it back; a
+ * pinned descriptor is never closed. A caller that waits must hold no
+ * other pin (ZR_FD_TRY never waits: a thread that keeps reads in flight
+ * asks with it and finishes some of them when it is refused). */
+enum {
+    ZR_FD_READ = 0,
+    ZR_FD_WRITE = 1, /* the file will be written: fdatasync it before it is closed or synced */
+    ZR_FD_TRY = 2,   /* do not wait for a pinned descriptor to be put back */
+};
+/* Returned by zr_file_fd with ZR_FD_TRY when every descriptor the handle
+ * may hold is pinned. Not an error: no message is set. */
+#define ZR_FD_BUSY 1
+int zr_file_fd(zr_store *s, struct zr_ftable *t, uint32_t id, int how, int *fd);
+void zr_file_put(zr_store *s, struct zr_ftable *t, uint32_t id);
+
+/* fdatasync file id if it was written since its last one (R14). */
+int zr_file_sync(zr_store *s, struct zr_ftable *t, uint32_t id);
+
+/* 0, or the error of an fdatasync the cache made when it closed a written
+ * descriptor since the last call (the next sync reports it). */
+int zr_tables_sync_error(zr_store *s);
+
+/* Mapped bytes are read between zr_read_enter and zr_read_leave: a
+ * mapping given up meanwhile is unmapped only once every thread that was
+ * inside has left. A long reader calls zr_read_pause now and then, where
+ * it holds no pointer into a mapping, so that the mappings given up while
+ * it reads can go. */
+unsigned zr_read_enter(zr_store *s);
+void zr_read_leave(zr_store *s, unsigned slot);
+
+static inline void zr_read_pause(zr_store *s, unsigned *slot)
+{
+    if (atomic_load_explicit(&s->cache.nretired, memory_order_relaxed) != 0) {
+        zr_read_leave(s, *slot);
+        *slot = zr_read_enter(s);
+    }
+}
+
+const uint8_t *zr_file_map_slow(zr_store *s, struct zr_ftable *t, uint32_t id);
+
+/* Whether every file of the store fits in the cache's bound of mappings,
+ * so that none is ever given up (while no file is added). */
+static inline bool zr_tables_fit(const zr_store *s)
+{
+    return (uint64_t)atomic_load_explicit(&s->chunks.count, memory_order_relaxed) +
+               atomic_load_explicit(&s->segs.count, memory_order_relaxed) <=
+           s->cache.maps.cap;
+}
+
+/* The mapping of file id of t, made if needed; NULL when it cannot be
+ * made, with this thread's error set (zr_last_error_code: ZR_ELIMIT,
+ * ZR_EIO, ZR_ENOMEM, or ZR_ECORRUPT when the file is gone). Only between
+ * zr_read_enter and zr_read_leave. */
+static inline const uint8_t *zr_file_map(zr_store *s, struct zr_ftable *t, uint32_t id)
+{
+    const uint8_t *map = atomic_load_explicit(&zr_ftable_at(t, id)->map, memory_order_acquire);
+    return __builtin_expect(map != NULL, 1) ? map : zr_file_map_slow(s, t, id);
+}
+
+/* The mapping of file id of t if it is made, else NULL (for prefetches). */
+static inline const uint8_t *zr_file_mapped(const struct zr_ftable *t, uint32_t id)
+{
+    return atomic_load_explicit(&zr_ftable_at(t, id)->map, memory_order_acquire);
+}
+
+/* Keep file id's mapping (ZR_KEEP_MAP, *map) or descriptor (ZR_KEEP_FD,
+ * *fd) until the table is truncated or the handle closed, for the records
+ * handed out by zr_record_span and zr_record_extent. Kept files do not
+ * count against the bounds; a process that keeps more than the system
+ * allows gets ZR_ELIMIT. */
+int zr_file_keep(zr_store *s, struct zr_ftable *t, uint32_t id, uint32_t what,
+                 const uint8_t **map, int *fd);
 
 /* Settle a write frontier for the header: one at the very end of a chunk
  * becomes offset 0 of the next chunk, whose file is created empty if it
@@ -178,8 +311,9 @@ int zr_tables_resident(zr_store *s);
  * advice never lags the mode (tables.c). */
 void zr_tables_set_mode(zr_store *s, int mode);
 
-/* Close and unmap the files count.. of a table (exclusive use only). */
-void zr_ftable_truncate(struct zr_ftable *t, uint32_t count);
+/* Forget the files count.. of a table: close and unmap them (exclusive use
+ * only). */
+void zr_ftable_truncate(zr_store *s, struct zr_ftable *t, uint32_t count);
 
 /* Report progress if the caller asked for it. */
 static inline void zr_report(zr_store *s, uint64_t done, uint64_t total)
@@ -188,14 +322,14 @@ static inline void zr_report(zr_store *s, uint64_t done, uint64_t total)
         s->progress(s->progress_user, done, total);
 }
 
-/* Map every open chunk and loc segment that is not mapped yet. Reads call
- * it once per call before touching entries or bytes, so a handle that only
- * appends (an import) never reserves the mappings' address space. */
-int zr_ensure_mapped(zr_store *s);
-
 /* Check a record-table entry against the store's files; on success fills
- * *loc. Sets no message (callers name the entry). */
-int zr_loc_get(const zr_store *s, uint64_t index, struct zr_loc *loc);
+ * *loc. ZR_ECORRUPT for a bad entry sets no message (callers name the
+ * entry, or use zr_loc_read); other errors (the record table could not
+ * be mapped) set theirs. Between zr_read_enter and zr_read_leave. */
+int zr_loc_get(zr_store *s, uint64_t index, struct zr_loc *loc);
+
+/* zr_loc_get with the message of a bad entry set. */
+int zr_loc_read(zr_store *s, uint64_t index, struct zr_loc *loc);
 
 /* Whether entry l is sound and names bytes inside the first nchunks chunk
  * files: the checks zr_loc_get makes on every read (R5). */
@@ -259,8 +393,7 @@ int zr_engine_append(zr_store *s, const struct zr_src *src, uint64_t n, uint64_t
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
                      const uint64_t *offsets);
 
-/* Check every index is below the committed length (and map the files
- * the entries below it may name). */
+/* Check every index is below the committed length. */
 int zr_check_indices(zr_store *s, const uint64_t *idx, size_t n, uint64_t *length);
 
 #endif

@@ -39,6 +39,7 @@ ZR_API const char *zr_strerror(int code)
     case ZR_EKIND: return "ZR_EKIND: wrong store kind for this call";
     case ZR_ECODEC: return "ZR_ECODEC: codec error";
     case ZR_ENOSPC: return "ZR_ENOSPC: no space left on device";
+    case ZR_ELIMIT: return "ZR_ELIMIT: a limit of the process or system was reached: open files or mappings";
     default: return "ZR_E?: unknown error code";
     }
 }
@@ -103,6 +104,8 @@ int zr_err_sys(int errnum, const char *fmt, ...)
         code = ZR_ENOSPC;
     else if (errnum == ENOMEM)
         code = ZR_ENOMEM;
+    else if (errnum == EMFILE || errnum == ENFILE)
+        code = ZR_ELIMIT;
     char buf[128];
     const char *text = strerror_r(errnum, buf, sizeof buf);
     va_list ap;

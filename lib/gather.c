@@ -51,6 +51,10 @@
  * small ones let a worker that arrives late take only what is left. */
 #define BLOCKS_PER_THREAD 16
 
+/* Records a loop over entries reads between two looks whether its read
+ * section holds mappings back from being unmapped (zr_read_pause). */
+#define PAUSE_EVERY 64
+
 /* Ragged batches up to this many records keep their entries on the
  * stack while the blocks are cut. */
 #define STACK_LOCS 512
@@ -202,15 +206,17 @@ static void note_planned(zr_store *s, const struct zr_plan_stats *st)
 static inline void prefetch_loc(const zr_store *s, uint64_t i)
 {
     uint32_t g = (uint32_t)(i >> s->seg_shift);
-    if (g < atomic_load_explicit(&s->segs.mapped, memory_order_acquire)) {
-        const struct zr_file *f = zr_ftable_at(&s->segs, g);
-        __builtin_prefetch(f->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE);
+    if (g < atomic_load_explicit(&s->segs.count, memory_order_acquire)) {
+        const uint8_t *map = zr_file_mapped(&s->segs, g);
+        if (map)
+            __builtin_prefetch(map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE);
     }
 }
 
 /* How many records ahead of the one being copied its entry is checked and
  * its bytes asked for (prefetch_record). */
 #define DATA_AHEAD 4
+#define RING (2 * DATA_AHEAD)
 _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entry");
 
 /* Raw records this large are copied by the kernel (pread), not from the
@@ -236,36 +242,49 @@ static inline bool by_pread(const zr_store *s, const struct zr_loc *l)
 #define PREFETCH_BYTES 4096
 
 /* Ask the CPU for the first PREFETCH_BYTES of the record a checked entry
- * names (nothing for a record read with pread: its pages are not touched
- * through the mapping). */
-static inline void prefetch_record(const zr_store *s, const struct zr_loc *l)
+ * names, and return where its bytes are in its chunk's mapping: NULL for
+ * a record read with pread (its pages are not touched through the
+ * mapping) or one whose chunk is not mapped yet. The pointer stays good
+ * while the read section it was taken in lasts, whatever the cache gives
+ * up meanwhile. The prefetches of a chunk not mapped are of addresses
+ * near 0, which the CPU drops, as it drops any it cannot reach. */
+static inline const uint8_t *prefetch_record(const zr_store *s, const struct zr_loc *l)
 {
     if (by_pread(s, l))
-        return;
-    const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
+        return NULL;
+    const uint8_t *map = zr_file_mapped(&s->chunks, l->chunk_id);
+    const uint8_t *src = (const uint8_t *)((uintptr_t)map + l->offset);
     uint32_t n = l->phys_length < PREFETCH_BYTES ? l->phys_length : PREFETCH_BYTES;
     for (uint32_t k = 0; k < n; k += 64)
         __builtin_prefetch(src + k);
+    return map ? src : NULL;
 }
 
-/* Read and check the entry of record i into l, and prefetch the record it
+/* A record of a block on its way through the pipeline: its checked entry
+ * and where its bytes are mapped (prefetch_record). */
+struct staged {
+    struct zr_loc l;
+    const uint8_t *src;
+};
+
+/* Read and check the entry of record i into st, and prefetch the record it
  * names. Returns zr_loc_get's result. */
-static inline int stage_loc(const zr_store *s, uint64_t i, struct zr_loc *l)
+static inline int stage_loc(zr_store *s, uint64_t i, struct staged *st)
 {
-    int rc = zr_loc_get(s, i, l);
+    int rc = zr_loc_get(s, i, &st->l);
     if (rc == 0)
-        prefetch_record(s, l);
+        st->src = prefetch_record(s, &st->l);
     return rc;
 }
 
 /* stage_loc for a gather that knows records below laid_out to lie where
  * appends lay them out: their entries are made, not read. */
-static inline int stage(const struct gather_ctx *c, uint64_t i, struct zr_loc *l)
+static inline int stage(const struct gather_ctx *c, uint64_t i, struct staged *st)
 {
     if (i >= c->laid_out)
-        return stage_loc(c->s, i, l);
-    zr_layout_loc(c->s, i, l);
-    prefetch_record(c->s, l);
+        return stage_loc(c->s, i, st);
+    zr_layout_loc(c->s, i, &st->l);
+    st->src = prefetch_record(c->s, &st->l);
     return 0;
 }
 
@@ -328,21 +347,25 @@ static int pread_loc(zr_store *s, uint64_t i, const struct zr_loc *l, uint8_t *o
         }
         to = sc->p;
     }
-    int fd = zr_ftable_at(&s->chunks, l->chunk_id)->fd;
+    int fd;
+    int rc = zr_file_fd(s, &s->chunks, l->chunk_id, ZR_FD_READ, &fd);
+    if (rc != 0)
+        return rc;
     uint64_t done = 0;
-    while (done < l->phys_length) {
+    while (rc == 0 && done < l->phys_length) {
         ssize_t r = zr_io.pread(fd, to + done, l->phys_length - done, (off_t)(l->offset + done));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return zr_err_sys(errno, "%s: reading record %llu from %u.chunk", s->path,
-                              (unsigned long long)i, l->chunk_id);
-        if (r == 0)
-            return zr_loc_error(s, i, "the chunk ends before the record");
-        done += (uint64_t)r;
+            rc = zr_err_sys(errno, "%s: reading record %llu from %u.chunk", s->path,
+                            (unsigned long long)i, l->chunk_id);
+        else if (r == 0)
+            rc = zr_loc_error(s, i, "the chunk ends before the record");
+        done += r > 0 ? (uint64_t)r : 0;
     }
+    zr_file_put(s, &s->chunks, l->chunk_id);
     *src = to;
-    return 0;
+    return rc;
 }
 
 /* zstd's decoder takes a slow, byte-careful path for what it writes
@@ -393,19 +416,24 @@ static int check_prefix(const zr_store *s, uint64_t i, const struct zr_loc *l, c
     return 0;
 }
 
-/* Copy or decode record i, whose entry l has been checked, to out; room
- * as decode_loc. */
-static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i,
-                    const struct zr_loc *l, uint8_t *out, size_t room)
+/* Where the bytes of record l are in its chunk's mapping, mapping the
+ * chunk now (in a read section). Out of line: a gather over chunks already
+ * mapped never comes here. */
+static __attribute__((noinline, cold)) int map_loc(zr_store *s, const struct zr_loc *l,
+                                                   const uint8_t **src)
 {
-    const uint8_t *src = NULL;
-    if (by_pread(s, l)) {
-        int rc = pread_loc(s, i, l, out, sc, &src);
-        if (rc != 0)
-            return rc;
-    } else {
-        src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
-    }
+    const uint8_t *map = zr_file_map_slow(s, &s->chunks, l->chunk_id);
+    if (!map)
+        return zr_last_error_code();
+    *src = map + l->offset;
+    return 0;
+}
+
+/* Copy or decode record i (entry l, stored bytes at src) to out; room as
+ * decode_loc. */
+static inline int copy_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
+                           const uint8_t *src, uint8_t *out, size_t room)
+{
     if (s->codec == ZR_CODEC_RAW) {
         if (src != out)
             memcpy(out, src, l->logic_length);
@@ -415,6 +443,24 @@ static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i
             return rc;
     }
     return check_prefix(s, i, l, out);
+}
+
+/* Copy or decode record i, whose entry st->l has been checked, to out;
+ * room as decode_loc. st->src is where its bytes are mapped
+ * (prefetch_record), or NULL to read them with pread or map its chunk
+ * now. */
+static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i,
+                    const struct staged *st, uint8_t *out, size_t room)
+{
+    const struct zr_loc *l = &st->l;
+    const uint8_t *src = st->src;
+    if (__builtin_expect(!src, 0)) {
+        int rc = by_pread(s, l) ? pread_loc(s, i, l, out, sc, &src)
+                                : map_loc(s, l, &src);
+        if (rc != 0)
+            return rc;
+    }
+    return copy_loc(s, dctx, i, l, src, out, room);
 }
 
 /* Where block record j goes. */
@@ -434,7 +480,9 @@ static inline size_t room_after(const struct gather_ctx *c, size_t j, size_t b, 
     return (size_t)ZR_MIN(next->logic_length, DECODE_ROOM);
 }
 
-/* Copy or decode block records [a, b) from the mappings (or with pread). */
+/* Copy or decode block records [a, b) from the mappings (or with pread),
+ * inside one read section: the pipeline keeps pointers into the mappings
+ * from one record to the next. */
 static void copy_block(struct gather_ctx *c, size_t a, size_t b)
 {
     zr_store *s = c->s;
@@ -451,14 +499,18 @@ static void copy_block(struct gather_ctx *c, size_t a, size_t b)
     if (c->locs) {
         /* The entries are checked already; only the records' bytes
          * are asked for ahead of the copy. */
+        struct staged ring[RING];
+        for (size_t j = a; j < b && j < a + DATA_AHEAD; j++)
+            ring[j % RING] = (struct staged){c->locs[j], prefetch_record(s, &c->locs[j])};
         for (size_t j = a; j < b; j++) {
             if (atomic_load_explicit(&c->failed, memory_order_relaxed))
                 break;
-            if (j + DATA_AHEAD < b)
-                prefetch_record(s, &c->locs[j + DATA_AHEAD]);
+            size_t ahead = j + DATA_AHEAD;
+            if (ahead < b)
+                ring[ahead % RING] = (struct staged){c->locs[ahead], prefetch_record(s, &c->locs[ahead])};
             const struct zr_loc *l = &c->locs[j];
             size_t room = room_after(c, j, b, l->logic_length, j + 1 < b ? l + 1 : NULL);
-            int rc = read_loc(s, dctx, &sc, c->idx[j], l, out_of(c, j), room);
+            int rc = read_loc(s, dctx, &sc, c->idx[j], &ring[j % RING], out_of(c, j), room);
             if (rc != 0) {
                 gather_error(c, rc);
                 break;
@@ -474,30 +526,34 @@ static void copy_block(struct gather_ctx *c, size_t a, size_t b)
      * bytes asked for, and record j is copied. The CPU then has the
      * misses of several entries and records in flight at once, as a plain
      * memcpy loop over computed addresses does. Records below c->laid_out
-     * skip the first stage: their entries are computed (stage). */
-    struct zr_loc ring[DATA_AHEAD];
-    int ring_rc[DATA_AHEAD];
+     * skip the first stage: their entries are computed (stage). The ring
+     * holds twice the records in flight, so that a record is read in its
+     * place while a later one is staged. */
+    struct staged ring[RING];
+    int ring_rc[RING];
     for (size_t j = a; j < b && j < a + PREFETCH_AHEAD; j++)
         prefetch_entry(c, c->idx[j]);
     for (size_t j = a; j < b && j < a + DATA_AHEAD; j++)
-        ring_rc[j % DATA_AHEAD] = stage(c, c->idx[j], &ring[j % DATA_AHEAD]);
+        ring_rc[j % RING] = stage(c, c->idx[j], &ring[j % RING]);
     for (size_t j = a; j < b; j++) {
         if (atomic_load_explicit(&c->failed, memory_order_relaxed))
             break;
         if (j + PREFETCH_AHEAD < b)
             prefetch_entry(c, c->idx[j + PREFETCH_AHEAD]);
-        struct zr_loc l = ring[j % DATA_AHEAD];
-        int rc = ring_rc[j % DATA_AHEAD];
+        const struct staged *st = &ring[j % RING];
+        int rc = ring_rc[j % RING];
         if (j + DATA_AHEAD < b)
-            ring_rc[j % DATA_AHEAD] = stage(c, c->idx[j + DATA_AHEAD], &ring[j % DATA_AHEAD]);
+            ring_rc[(j + DATA_AHEAD) % RING] =
+                stage(c, c->idx[j + DATA_AHEAD], &ring[(j + DATA_AHEAD) % RING]);
         if (rc != 0) {
-            rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
+            if (rc == ZR_ECORRUPT)
+                rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
         } else {
             /* Record j + 1's entry is staged already (DATA_AHEAD > 1). */
-            size_t nx = (j + 1) % DATA_AHEAD;
-            size_t room = room_after(c, j, b, l.logic_length,
-                                     j + 1 < b && ring_rc[nx] == 0 ? &ring[nx] : NULL);
-            rc = read_loc(s, dctx, &sc, c->idx[j], &l, out_of(c, j), room);
+            size_t nx = (j + 1) % RING;
+            size_t room = room_after(c, j, b, st->l.logic_length,
+                                     j + 1 < b && ring_rc[nx] == 0 ? &ring[nx].l : NULL);
+            rc = read_loc(s, dctx, &sc, c->idx[j], st, out_of(c, j), room);
         }
         if (rc != 0) {
             gather_error(c, rc);
@@ -523,7 +579,9 @@ static void gather_shard(void *arg, size_t k)
     if (a == b)
         return;
     uint64_t t0 = now_ns();
+    unsigned rs = zr_read_enter(c->s);
     copy_block(c, a, b);
+    zr_read_leave(c->s, rs);
     uint64_t bytes = c->locs ? 0 : (b - a) * c->s->width;
     for (size_t j = a; c->locs && j < b; j++)
         bytes += c->locs[j].logic_length;
@@ -531,15 +589,25 @@ static void gather_shard(void *arg, size_t k)
         read_slowly(c->s);
 }
 
+/* A block of a store with more files than the handle may keep mapped
+ * copies at most this many records: its read section holds back the
+ * mappings given up while it runs (tables.c), and a long block over many
+ * chunks would pile up one for each. */
+#define MAX_BLOCK_EVICTING 256
+
 /* How many blocks a batch of total decoded bytes is cut into: none under
  * the codec's minimum, at most one a record and BLOCKS_PER_THREAD a
- * thread. */
+ * thread, and blocks of at most MAX_BLOCK_EVICTING records where the
+ * cache gives mappings up. */
 static size_t block_count(const zr_store *s, size_t n, uint64_t total)
 {
     uint64_t threads = (uint64_t)zr_pool_threads();
     uint64_t min_block = s->codec == ZR_CODEC_RAW ? MIN_BLOCK_RAW : MIN_BLOCK_ZSTD;
     uint64_t shards = ZR_MIN((uint64_t)n, threads * BLOCKS_PER_THREAD);
-    return (size_t)ZR_MIN(shards, ZR_MAX(1, total / min_block));
+    shards = ZR_MIN(shards, ZR_MAX(1, total / min_block));
+    if (!zr_tables_fit(s))
+        shards = ZR_MAX(shards, (n + MAX_BLOCK_EVICTING - 1) / MAX_BLOCK_EVICTING);
+    return (size_t)shards;
 }
 
 /* Run the blocks, waking sleeping workers only for a batch big enough. */
@@ -571,17 +639,20 @@ static int gather_ragged(struct gather_ctx *c)
         }
     }
     uint64_t total = 0;
+    unsigned rs = zr_read_enter(s);
     for (size_t j = 0; j < c->n && j < PREFETCH_AHEAD; j++)
         prefetch_loc(s, c->idx[j]);
-    for (size_t j = 0; j < c->n; j++) {
+    for (size_t j = 0; rc == 0 && j < c->n; j++) {
+        if (j % PAUSE_EVERY == 0)
+            zr_read_pause(s, &rs);
         if (j + PREFETCH_AHEAD < c->n)
             prefetch_loc(s, c->idx[j + PREFETCH_AHEAD]);
-        if (zr_loc_get(s, c->idx[j], &locs[j]) != 0) {
-            rc = zr_loc_error(s, c->idx[j], "entry is out of bounds or inconsistent");
-            goto out;
-        }
+        rc = zr_loc_read(s, c->idx[j], &locs[j]);
         total += locs[j].logic_length;
     }
+    zr_read_leave(s, rs);
+    if (rc != 0)
+        goto out;
     size_t shards = block_count(s, c->n, total);
     /* Block k starts at the first record that begins at or after k/shards
      * of the bytes; a block may come out empty, never overlapping. */
@@ -705,10 +776,15 @@ out:
 int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned)
 {
     if (!planned) {
-        for (size_t k = 0; k < n; k++)
-            if (zr_loc_get(s, idx[k], &locs[k]) != 0)
-                return zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
-        return 0;
+        int rc = 0;
+        unsigned rs = zr_read_enter(s);
+        for (size_t k = 0; rc == 0 && k < n; k++) {
+            if (k % PAUSE_EVERY == 0)
+                zr_read_pause(s, &rs);
+            rc = zr_loc_read(s, idx[k], &locs[k]);
+        }
+        zr_read_leave(s, rs);
+        return rc;
     }
     struct req *order = zr_malloc((n ? n : 1) * sizeof *order);
     size_t *first = zr_malloc((n ? n : 1) * sizeof *first);
@@ -855,8 +931,11 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
 }
 
 /* Check raw record i for zr_record_span and zr_record_extent: its entry,
- * and for Ragged stores its shape prefix. */
-static int span_loc(zr_store *s, uint64_t i, const char *fn, struct zr_loc *l)
+ * and for Ragged stores its shape prefix; then keep its chunk's mapping
+ * or descriptor (what, ZR_KEEP_*) until the next delete, compact or close
+ * of the handle, and give it in *map or *fd. */
+static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, struct zr_loc *l,
+                    const uint8_t **map, int *fd)
 {
     if (s->codec != ZR_CODEC_RAW)
         return zr_err(ZR_EINVAL, "%s: %s needs a raw store, not %s", s->path, fn,
@@ -865,16 +944,20 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, struct zr_loc *l)
     int rc = zr_check_indices(s, &i, 1, &len);
     if (rc != 0)
         return rc;
-    if (zr_loc_get(s, i, l) != 0)
-        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
-    if (s->id.kind == ZR_RAGGED) {
-        const uint8_t *src = zr_ftable_at(&s->chunks, l->chunk_id)->map + l->offset;
-        uint32_t nd;
-        uint64_t poff;
-        if (zr_prefix_check(src, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
-            return zr_loc_error(s, i, "shape prefix does not match the record's length");
-    }
-    return 0;
+    unsigned rs = zr_read_enter(s);
+    const uint8_t *src = NULL;
+    rc = zr_loc_read(s, i, l);
+    if (rc == 0 && s->id.kind == ZR_RAGGED && !(src = zr_file_map(s, &s->chunks, l->chunk_id)))
+        rc = zr_last_error_code();
+    uint32_t nd;
+    uint64_t poff;
+    if (rc == 0 && src &&
+        zr_prefix_check(src + l->offset, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
+        rc = zr_loc_error(s, i, "shape prefix does not match the record's length");
+    zr_read_leave(s, rs);
+    if (rc == 0)
+        rc = zr_file_keep(s, &s->chunks, l->chunk_id, what, map, fd);
+    return rc;
 }
 
 ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
@@ -882,10 +965,11 @@ ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *
     if (!s || !data || !size)
         return zr_err(ZR_EINVAL, "zr_record_span: NULL argument");
     struct zr_loc l;
-    int rc = span_loc(s, i, "zr_record_span", &l);
+    const uint8_t *map;
+    int rc = span_loc(s, i, "zr_record_span", ZR_KEEP_MAP, &l, &map, NULL);
     if (rc != 0)
         return rc;
-    *data = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
+    *data = map + l.offset;
     *size = l.logic_length;
     return 0;
 }
@@ -895,10 +979,9 @@ ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
     if (!s || !fd || !offset || !size)
         return zr_err(ZR_EINVAL, "zr_record_extent: NULL argument");
     struct zr_loc l;
-    int rc = span_loc(s, i, "zr_record_extent", &l);
+    int rc = span_loc(s, i, "zr_record_extent", ZR_KEEP_FD, &l, NULL, fd);
     if (rc != 0)
         return rc;
-    *fd = zr_ftable_at(&s->chunks, l.chunk_id)->fd;
     *offset = l.offset;
     *size = l.logic_length;
     return 0;

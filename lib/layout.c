@@ -39,14 +39,22 @@ static void layout_grow(zr_store *s, uint64_t len, size_t n)
         return;
     uint64_t i = atomic_load_explicit(&s->laid_out, memory_order_relaxed);
     uint64_t end = ZR_MIN(len, i + ZR_MIN((uint64_t)n * LAYOUT_PER_RECORD, LAYOUT_STEP));
+    unsigned rs = zr_read_enter(s);
     for (; i < end; i++) {
         struct zr_loc l, want;
         zr_layout_loc(s, i, &want);
-        if (zr_loc_get(s, i, &l) != 0 || l.chunk_id != want.chunk_id || l.offset != want.offset) {
+        zr_read_pause(s, &rs);
+        int rc = zr_loc_get(s, i, &l);
+        /* A segment that cannot be mapped now says nothing of the layout:
+         * the gather reads that entry itself, and reports what it finds. */
+        if (rc != 0 && rc != ZR_ECORRUPT)
+            break;
+        if (rc != 0 || l.chunk_id != want.chunk_id || l.offset != want.offset) {
             atomic_store_explicit(&s->layout_broken, true, memory_order_relaxed);
             break;
         }
     }
+    zr_read_leave(s, rs);
     atomic_store_explicit(&s->laid_out, i, memory_order_release);
     pthread_mutex_unlock(&s->layout_lock);
 }

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "intent.h"
 #include "io.h"
@@ -36,22 +37,61 @@
 #define BATCH_ENTRIES 65536
 
 /* The raw entry i, without the checks of zr_loc_get: delete moves entries
- * as they are. Segment coverage was checked at open. */
-static void loc_raw(const zr_store *s, uint64_t i, struct zr_loc *l)
+ * as they are. Segment coverage was checked at open. Inside a read
+ * section. */
+static int loc_raw(zr_store *s, uint64_t i, struct zr_loc *l)
 {
-    const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
-    zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
+    const uint8_t *map = zr_file_map(s, &s->segs, (uint32_t)(i >> s->seg_shift));
+    if (!map)
+        return zr_last_error_code();
+    zr_loc_decode(map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, l);
+    return 0;
+}
+
+/* Write len bytes at off of file id of table t, through its pinned
+ * descriptor. */
+static int write_file(zr_store *s, struct zr_ftable *t, uint32_t id, const void *buf,
+                      size_t len, uint64_t off)
+{
+    char name[32];
+    int fd;
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    int rc = zr_file_fd(s, t, id, ZR_FD_WRITE, &fd);
+    if (rc != 0)
+        return rc;
+    rc = zr_write_all(fd, buf, len, off, name);
+    zr_file_put(s, t, id);
+    return rc;
+}
+
+/* Cut file id of table t to len bytes, if it holds more (or always, with
+ * always). The file's own size is asked for: the table's stops at the
+ * table's capacity. */
+static int cut_file(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t len, bool always)
+{
+    char name[32];
+    int fd;
+    uint64_t size = 0;
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    int rc = zr_file_fd(s, t, id, ZR_FD_WRITE, &fd);
+    if (rc != 0)
+        return rc;
+    if (!always)
+        rc = zr_file_size(fd, &size, name);
+    if (rc == 0 && (always || size > len) && zr_io.ftruncate(fd, (off_t)len) != 0)
+        rc = zr_err_sys(errno, "truncating %s/%s", s->path, name);
+    zr_file_put(s, t, id);
+    if (rc == 0 && (always || size > len))
+        atomic_store(&zr_ftable_at(t, id)->size, len);
+    return rc;
 }
 
 static int write_entry(zr_store *s, uint64_t i, const struct zr_loc *l)
 {
     uint8_t raw[ZR_LOC_SIZE];
-    char name[64];
-    uint32_t g = (uint32_t)(i >> s->seg_shift);
     zr_loc_encode(l, raw);
-    snprintf(name, sizeof name, "%u.loc", g);
-    return zr_write_all(zr_ftable_at(&s->segs, g)->fd, raw, sizeof raw,
-                        (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, name);
+    return write_file(s, &s->segs, (uint32_t)(i >> s->seg_shift), raw, sizeof raw,
+                      (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE);
 }
 
 static int write_header(zr_store *s, const struct zr_header *h)
@@ -67,10 +107,10 @@ static int write_header(zr_store *s, const struct zr_header *h)
 static int sync_all_segs(zr_store *s)
 {
     uint32_t n = atomic_load(&s->segs.count);
-    for (uint32_t g = 0; g < n; g++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->segs, g)->fd) != 0)
-            return zr_err_sys(errno, "syncing %s/%u.loc", s->path, g);
-    return 0;
+    int rc = zr_tables_sync_error(s);
+    for (uint32_t g = 0; rc == 0 && g < n; g++)
+        rc = zr_file_sync(s, &s->segs, g);
+    return rc;
 }
 
 /* Write an intent; if that fails, make sure no complete intent is left
@@ -95,24 +135,26 @@ static int stats(zr_store *s, zr_store_stats *st)
 {
     *st = (zr_store_stats)ZR_STORE_STATS_INIT;
     uint64_t len = zr_len(s);
-    int mrc = zr_ensure_mapped(s);
-    if (mrc != 0)
-        return mrc;
-    for (uint64_t i = 0; i < len; i++) {
+    int rc = 0;
+    unsigned rs = zr_read_enter(s);
+    for (uint64_t i = 0; rc == 0 && i < len; i++) {
         struct zr_loc l;
-        if (zr_loc_get(s, i, &l) != 0)
-            return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+        zr_read_pause(s, &rs);
+        rc = zr_loc_read(s, i, &l);
         st->live_bytes += l.phys_length;
     }
+    zr_read_leave(s, rs);
+    if (rc != 0)
+        return rc;
+    /* Asked by name: a store of many chunks would churn the cache. */
     uint32_t n = atomic_load(&s->chunks.count);
     for (uint32_t c = 0; c < n; c++) {
-        uint64_t size;
+        struct stat sb;
         char name[32];
         snprintf(name, sizeof name, "%u.chunk", c);
-        int rc = zr_file_size(zr_ftable_at(&s->chunks, c)->fd, &size, name);
-        if (rc != 0)
-            return rc;
-        st->chunk_bytes += size;
+        if (zr_io.fstatat(s->dirfd, name, &sb, 0) != 0)
+            return zr_err_sys(errno, "stat %s/%s", s->path, name);
+        st->chunk_bytes += (uint64_t)sb.st_size;
     }
     st->records = len;
     st->reclaimable = st->chunk_bytes > st->live_bytes ? st->chunk_bytes - st->live_bytes : 0;
@@ -188,25 +230,28 @@ ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
                 t[m++] = t[k];
         rc = zr_engine_sync_locked(s);
     }
-    if (rc == 0)
-        rc = zr_ensure_mapped(s);
     uint64_t cur = len;
     if (rc == 0) {
         /* Simulate the swaps; only target positions ever change. */
-        for (size_t k = 0; k < m; k++) {
+        unsigned rs = zr_read_enter(s);
+        for (size_t k = 0; rc == 0 && k < m; k++) {
             uint64_t last = cur - 1;
+            zr_read_pause(s, &rs);
             if (t[k] != last) {
                 long j = find_target(t, m, last);
                 struct zr_loc l;
                 if (j >= 0 && mod[j])
                     l = val[j].loc;
                 else
-                    loc_raw(s, last, &l);
+                    rc = loc_raw(s, last, &l);
                 val[k] = (struct zr_intent_entry){.index = t[k], .loc = l};
                 mod[k] = true;
             }
             cur--;
         }
+        zr_read_leave(s, rs);
+        if (rc != 0)
+            goto out;
         size_t e = 0;
         for (size_t k = 0; k < m; k++)
             if (mod[k] && t[k] < cur)
@@ -272,12 +317,9 @@ static int flush_batch(zr_store *s, struct batch *b)
         return rc;
     uint64_t off = 0;
     uint32_t lo = UINT32_MAX, hi = 0;
-    char name[32];
     for (size_t k = 0; k < b->n && rc == 0; k++) {
         const struct zr_loc *l = &b->e[k].loc;
-        snprintf(name, sizeof name, "%u.chunk", l->chunk_id);
-        rc = zr_write_all(zr_ftable_at(&s->chunks, l->chunk_id)->fd, b->data + off,
-                          l->phys_length, l->offset, name);
+        rc = write_file(s, &s->chunks, l->chunk_id, b->data + off, l->phys_length, l->offset);
         off += l->phys_length;
         if (rc == 0) {
             /* Packing may fill a chunk further than its old layout did. */
@@ -291,8 +333,7 @@ static int flush_batch(zr_store *s, struct batch *b)
         hi = ZR_MAX(hi, l->chunk_id);
     }
     for (uint32_t c = lo; rc == 0 && c <= hi; c++)
-        if (zr_io.fdatasync(zr_ftable_at(&s->chunks, c)->fd) != 0)
-            rc = zr_err_sys(errno, "syncing %s/%u.chunk", s->path, c);
+        rc = zr_file_sync(s, &s->chunks, c);
     if (rc == 0)
         rc = sync_all_segs(s);
     if (rc == 0)
@@ -304,22 +345,11 @@ static int flush_batch(zr_store *s, struct batch *b)
     return rc;
 }
 
-/* Cut chunk c to end bytes, if it holds more. The file's own size is
- * asked for: the table's stops at the chunk capacity. */
+/* Cut chunk c to end bytes, if it holds more. */
 static int trim_chunk(zr_store *s, uint32_t c, uint64_t end)
 {
-    struct zr_file *f = zr_ftable_at(&s->chunks, c);
-    f->wend = end;
-    char name[32];
-    uint64_t size;
-    snprintf(name, sizeof name, "%u.chunk", c);
-    int rc = zr_file_size(f->fd, &size, name);
-    if (rc != 0 || size <= end)
-        return rc;
-    if (zr_io.ftruncate(f->fd, (off_t)end) != 0)
-        return zr_err_sys(errno, "truncating %s/%u.chunk", s->path, c);
-    atomic_store(&f->size, end);
-    return 0;
+    zr_ftable_at(&s->chunks, c)->wend = end;
+    return cut_file(s, &s->chunks, c, end, false);
 }
 
 /* Remove files past the packed frontier and cut every chunk kept to the
@@ -330,7 +360,7 @@ static int trim_files(zr_store *s, const uint64_t *ends)
     char name[32];
     uint32_t keep = s->hdr.tail_chunk + 1;
     uint32_t have = atomic_load(&s->chunks.count);
-    zr_ftable_truncate(&s->chunks, keep);
+    zr_ftable_truncate(s, &s->chunks, keep);
     for (uint32_t c = have; c-- > keep;) {
         snprintf(name, sizeof name, "%u.chunk", c);
         if (zr_io.unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
@@ -343,17 +373,15 @@ static int trim_files(zr_store *s, const uint64_t *ends)
     uint64_t per = (uint64_t)1 << s->seg_shift;
     uint32_t segs = (uint32_t)ZR_MAX(1, (s->hdr.length + per - 1) >> s->seg_shift);
     have = atomic_load(&s->segs.count);
-    zr_ftable_truncate(&s->segs, segs);
+    zr_ftable_truncate(s, &s->segs, segs);
     for (uint32_t g = have; g-- > segs;) {
         snprintf(name, sizeof name, "%u.loc", g);
         if (zr_io.unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
             return zr_err_sys(errno, "removing %s/%s", s->path, name);
     }
     uint64_t last_len = (s->hdr.length - (uint64_t)(segs - 1) * per) * ZR_LOC_SIZE;
-    struct zr_file *seg = zr_ftable_at(&s->segs, segs - 1);
-    if (zr_io.ftruncate(seg->fd, (off_t)last_len) != 0)
-        return zr_err_sys(errno, "truncating %s/%u.loc", s->path, segs - 1);
-    atomic_store(&seg->size, last_len);
+    if ((rc = cut_file(s, &s->segs, segs - 1, last_len, true)) != 0)
+        return rc;
     if (rc == 0 && zr_io.fsync(s->dirfd) != 0)
         rc = zr_err_sys(errno, "syncing folder %s", s->path);
     return rc;
@@ -384,8 +412,6 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
     if (rc == 0)
         rc = zr_engine_sync_locked(s);
-    if (rc == 0)
-        rc = zr_ensure_mapped(s);
     /* Records move and chunk files go. Those the layout already covers
      * are in place and stay, but the layout is learned again rather than
      * kept on that argument. */
@@ -396,9 +422,12 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
                     !(b.data = zr_malloc(BATCH_BYTES))))
         rc = zr_err(ZR_ENOMEM, "compaction of %llu records", (unsigned long long)len);
     b.cap = BATCH_BYTES;
+    unsigned rs = zr_read_enter(s);
     for (uint64_t i = 0; i < len && rc == 0; i++) {
         struct zr_loc l;
-        if (zr_loc_get(s, i, &l) != 0)
+        zr_read_pause(s, &rs);
+        rc = zr_loc_get(s, i, &l);
+        if (rc == ZR_ECORRUPT)
             rc = zr_loc_error(s, i, "entry is out of bounds or inconsistent; compaction refused");
         v[i] = (struct live){l.chunk_id, l.offset, l.phys_length, l.logic_length, i};
     }
@@ -437,7 +466,13 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
             b.data = bigger;
             b.cap = v[k].phys;
         }
-        memcpy(b.data + b.used, zr_ftable_at(&s->chunks, v[k].chunk)->map + v[k].offset, v[k].phys);
+        zr_read_pause(s, &rs);
+        const uint8_t *map = zr_file_map(s, &s->chunks, v[k].chunk);
+        if (!map) {
+            rc = zr_last_error_code();
+            break;
+        }
+        memcpy(b.data + b.used, map + v[k].offset, v[k].phys);
         b.used += v[k].phys;
         b.e[b.n++] = (struct zr_intent_entry){
             .index = v[k].index,
@@ -445,6 +480,7 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
                     .logic_length = v[k].logic, .chunk_id = dc}};
         r.records_moved++;
     }
+    zr_read_leave(s, rs);
     if (rc == 0)
         rc = flush_batch(s, &b);
     if (rc == 0) {

@@ -168,8 +168,11 @@ static int longest_prefix(zr_store *s, uint64_t covered, uint64_t *out)
         uint64_t run = ZR_MIN(ZR_MIN((uint64_t)BLOCK, covered - i), per_seg - in_seg);
         char name[32];
         snprintf(name, sizeof name, "%u.loc", g);
-        rc = zr_read_exact(zr_ftable_at(&s->segs, g)->fd, buf, run * ZR_LOC_SIZE,
-                           in_seg * ZR_LOC_SIZE, name);
+        int fd;
+        if ((rc = zr_file_fd(s, &s->segs, g, ZR_FD_READ, &fd)) != 0)
+            break;
+        rc = zr_read_exact(fd, buf, run * ZR_LOC_SIZE, in_seg * ZR_LOC_SIZE, name);
+        zr_file_put(s, &s->segs, g);
         for (uint64_t k = 0; rc == 0 && k < run; k++) {
             struct zr_loc l;
             zr_loc_decode(buf + k * ZR_LOC_SIZE, &l);
@@ -327,6 +330,13 @@ int zr_load_tables(zr_store *s)
     s->fr_offset = s->hdr.tail_offset;
     s->sync_chunk_lo = s->hdr.tail_chunk;
     s->sync_seg_lo = (uint32_t)(s->hdr.length >> s->seg_shift);
+    /* The files past the frontier may hold appends an earlier handle
+     * never synced: the first sync of this one covers them too. */
+    for (uint32_t c = s->sync_chunk_lo; s->writable && c < nchunks; c++)
+        atomic_fetch_or(&zr_ftable_at(&s->chunks, c)->state, ZR_DIRTY);
+    uint32_t nsegs = atomic_load(&s->segs.count);
+    for (uint32_t g = s->sync_seg_lo; s->writable && g < nsegs; g++)
+        atomic_fetch_or(&zr_ftable_at(&s->segs, g)->state, ZR_DIRTY);
     atomic_store_explicit(&s->length, s->hdr.length, memory_order_release);
     return 0;
 }

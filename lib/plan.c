@@ -22,6 +22,11 @@
  * cannot be had (an old kernel, a sandbox that forbids it) the reads are
  * made one at a time with preadv, each tried first without waiting
  * (RWF_NOWAIT) so that the statistics still tell what was cached.
+ *
+ * A read pins its file's descriptor from its submission to its completion
+ * (tables.c). When every descriptor the handle may hold is pinned, a
+ * shard with reads in flight finishes some before it submits more, and
+ * one with none waits for another thread's to be put back.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -56,6 +61,7 @@ struct run {
     uint64_t off;
     uint64_t len;
     unsigned submit;  /* the submission of its shard that issued it */
+    int fd;           /* the file's descriptor, pinned while the read is made */
 };
 
 struct plan_ctx {
@@ -168,13 +174,21 @@ static struct io_uring *ring_get(void)
 
 /* ---- reading a run ---------------------------------------------------- */
 
-static int file_fd(const struct plan_ctx *c, uint32_t file)
+/* Pin the descriptor of run r's file (how: ZR_FD_READ, or with ZR_FD_TRY
+ * to be refused with ZR_FD_BUSY rather than wait). */
+static int run_pin(struct plan_ctx *c, struct run *r, int how)
 {
-    return zr_ftable_at(c->t, file)->fd;
+    return zr_file_fd(c->s, c->t, r->file, how, &r->fd);
+}
+
+static void run_put(struct plan_ctx *c, const struct run *r)
+{
+    zr_file_put(c->s, c->t, r->file);
 }
 
 /* Read run r from byte `done` of it on, with preadv on this thread: the
- * rest of a read the kernel cut short, or a whole read without a ring. */
+ * rest of a read the kernel cut short, or a whole read without a ring.
+ * Its descriptor is pinned. */
 static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
 {
     struct iovec local[RUN_MAX_PIECES];
@@ -192,7 +206,7 @@ static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
         cnt++;
     }
     struct iovec *v = local;
-    int fd = file_fd(c, r->file);
+    int fd = r->fd;
     while (done < r->len) {
         ssize_t got = zr_io.preadv(fd, v, (int)ZR_MIN(cnt, (size_t)IOV_MAX), (off_t)(r->off + done));
         if (got < 0 && errno == EINTR)
@@ -240,13 +254,15 @@ static void pieces_done(struct plan_ctx *c, const struct run *r)
     }
 }
 
-/* Run r's read ended with res (bytes, or -errno): finish it and hand its
- * pieces to the callback. A read the kernel interrupted or could not
- * start is made again with preadv. */
+/* Run r's read ended with res (bytes, or -errno): finish it, put its
+ * descriptor back and hand its pieces to the callback. A read the kernel
+ * interrupted or could not start is made again with preadv. */
 static void run_finish(struct plan_ctx *c, const struct run *r, int res)
 {
-    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        run_put(c, r);
         return;
+    }
     int rc = 0;
     if (res == -EINTR || res == -EAGAIN)
         rc = read_sync(c, r, 0);
@@ -255,6 +271,7 @@ static void run_finish(struct plan_ctx *c, const struct run *r, int res)
                         c->t->suffix, (unsigned long long)r->off);
     else if ((uint64_t)res < r->len)
         rc = read_sync(c, r, (uint64_t)res);
+    run_put(c, r);
     if (rc != 0)
         plan_error(c, rc);
     else
@@ -267,11 +284,15 @@ static void run_finish(struct plan_ctx *c, const struct run *r, int res)
 static void shard_sync(struct plan_ctx *c, size_t j, size_t b, size_t *cached)
 {
     for (; j < b && !atomic_load(&c->failed); j++) {
-        const struct run *r = &c->runs[j];
+        struct run *r = &c->runs[j];
+        int rc = run_pin(c, r, ZR_FD_READ);
+        if (rc != 0) {
+            plan_error(c, rc);
+            return;
+        }
         ssize_t got = -1;
         if (r->count <= IOV_MAX)
-            got = preadv2(file_fd(c, r->file), &c->iov[r->first], (int)r->count, (off_t)r->off,
-                          RWF_NOWAIT);
+            got = preadv2(r->fd, &c->iov[r->first], (int)r->count, (off_t)r->off, RWF_NOWAIT);
         if (got == (ssize_t)r->len)
             (*cached)++;
         run_finish(c, r, got < 0 ? -EAGAIN : (int)got);
@@ -280,7 +301,7 @@ static void shard_sync(struct plan_ctx *c, size_t j, size_t b, size_t *cached)
 
 static void prep_run(struct io_uring_sqe *sqe, const struct plan_ctx *c, const struct run *r)
 {
-    int fd = file_fd(c, r->file);
+    int fd = r->fd;
     if (r->count == 1)
         io_uring_prep_read(sqe, fd, c->iov[r->first].iov_base, (unsigned)r->len, r->off);
     else
@@ -331,9 +352,20 @@ static void plan_shard(void *arg, size_t k)
         size_t queued = 0;
         while (!broken && next < b && inflight + queued < RING_ENTRIES &&
                !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-            if (!sqe)
+            /* A shard with reads of its own in flight never waits for a
+             * descriptor: those reads may hold the ones it waits for. */
+            int rc = run_pin(c, &c->runs[next], inflight + queued > 0 ? ZR_FD_TRY : ZR_FD_READ);
+            if (rc == ZR_FD_BUSY)
                 break;
+            if (rc != 0) {
+                plan_error(c, rc);
+                break;
+            }
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            if (!sqe) {
+                run_put(c, &c->runs[next]);
+                break;
+            }
             prep_run(sqe, c, &c->runs[next]);
             io_uring_sqe_set_data64(sqe, next);
             c->runs[next].submit = submit + 1;
@@ -346,8 +378,10 @@ static void plan_shard(void *arg, size_t k)
             inflight += took;
             /* Reads the kernel did not take stay queued in the ring: the
              * ring is dropped once the others end, and they are read
-             * without it. */
+             * without it (their descriptors are put back meanwhile). */
             if (took < queued) {
+                for (size_t j = next - (queued - took); j < next; j++)
+                    run_put(c, &c->runs[j]);
                 next -= queued - took;
                 broken = true;
             }

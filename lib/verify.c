@@ -36,7 +36,21 @@ struct scan {
     pthread_mutex_t lock;
     uint8_t *ok; /* per record: 1 when its entry is in bounds */
     size_t first; /* the round's first block */
+    _Atomic int err; /* a file could not be read at all: the scan stops */
+    char errmsg[512];
 };
+
+/* A file could not be opened or mapped (a limit, an I/O error): that is
+ * not a finding about the store, so the scan stops and reports it. */
+static void scan_error(struct scan *c, int rc)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->err == 0) {
+        c->err = rc;
+        snprintf(c->errmsg, sizeof c->errmsg, "%s", zr_last_error());
+    }
+    pthread_mutex_unlock(&c->lock);
+}
 
 static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -59,7 +73,8 @@ static void problem(struct scan *c, const char *file, uint64_t entry, const char
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Check entry i against the files; returns 1 when it can be decoded. */
+/* Check entry i against the files; returns 1 when it can be decoded.
+ * Inside a read section. */
 static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
 {
     zr_store *s = c->s;
@@ -69,13 +84,18 @@ static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
      * cut has segments that end before the header's length (R15). */
     uint32_t g = (uint32_t)(i >> s->seg_shift);
     uint64_t off = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
-    if (g >= atomic_load(&s->segs.mapped) ||
+    if (g >= atomic_load(&s->segs.count) ||
         off + ZR_LOC_SIZE > atomic_load(&zr_ftable_at(&s->segs, g)->size)) {
         problem(c, file, i, "the entry lies past the end of the record table");
         return 0;
     }
-    zr_loc_decode(zr_ftable_at(&s->segs, g)->map + off, l);
-    uint32_t nchunks = atomic_load(&s->chunks.mapped);
+    const uint8_t *map = zr_file_map(s, &s->segs, g);
+    if (!map) {
+        scan_error(c, zr_last_error_code());
+        return 0;
+    }
+    zr_loc_decode(map + off, l);
+    uint32_t nchunks = atomic_load(&s->chunks.count);
     if (l->chunk_id > s->hdr.tail_chunk || l->chunk_id >= nchunks) {
         problem(c, file, i, "names chunk %u, past the last chunk %u", l->chunk_id, s->hdr.tail_chunk);
         return 0;
@@ -116,8 +136,10 @@ static void decode_block(void *arg, size_t k)
     ZSTD_DCtx *dctx = s->codec != ZR_CODEC_RAW ? zr_dctx_get() : NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    for (uint64_t i = a; i < b; i++) {
+    unsigned rs = zr_read_enter(s);
+    for (uint64_t i = a; i < b && !c->err; i++) {
         struct zr_loc l;
+        zr_read_pause(s, &rs);
         if (!check_entry(c, i, &l))
             continue;
         c->ok[i] = 1;
@@ -132,7 +154,12 @@ static void decode_block(void *arg, size_t k)
                 continue;
             }
         }
-        const uint8_t *src = zr_ftable_at(&s->chunks, l.chunk_id)->map + l.offset;
+        const uint8_t *src = zr_file_map(s, &s->chunks, l.chunk_id);
+        if (!src) {
+            scan_error(c, zr_last_error_code());
+            break;
+        }
+        src += l.offset;
         if (s->codec == ZR_CODEC_RAW) {
             memcpy(buf, src, l.logic_length);
         } else if (!dctx) {
@@ -158,6 +185,7 @@ static void decode_block(void *arg, size_t k)
             problem(c, file, i, "shape prefix is inconsistent with the record's %u bytes",
                     l.logic_length);
     }
+    zr_read_leave(s, rs);
     zr_free(buf);
     zr_dctx_put(dctx);
 }
@@ -187,14 +215,22 @@ static void check_overlaps(struct scan *c)
         return;
     }
     uint64_t j = 0;
+    unsigned rs = zr_read_enter(s);
     for (uint64_t i = 0; i < c->len; i++) {
         if (!c->ok[i])
             continue;
         struct zr_loc l;
-        const struct zr_file *seg = zr_ftable_at(&s->segs, (uint32_t)(i >> s->seg_shift));
-        zr_loc_decode(seg->map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, &l);
+        zr_read_pause(s, &rs);
+        const uint8_t *map = zr_file_map(s, &s->segs, (uint32_t)(i >> s->seg_shift));
+        if (!map) {
+            scan_error(c, zr_last_error_code());
+            break;
+        }
+        zr_loc_decode(map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, &l);
         v[j++] = (struct span){l.chunk_id, l.offset, l.phys_length, i};
     }
+    zr_read_leave(s, rs);
+    m = j;
     qsort(v, m, sizeof *v, cmp_span);
     for (uint64_t k = 1; k < m; k++)
         if (v[k].chunk == v[k - 1].chunk && (uint64_t)v[k - 1].offset + v[k - 1].phys > v[k].offset) {
@@ -227,9 +263,6 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
         return zr_err(ZR_EINVAL, "zr_verify: NULL argument");
     *out = NULL;
     struct scan c = {.s = s, .len = zr_len(s)};
-    int mrc = zr_ensure_mapped(s);
-    if (mrc != 0)
-        return mrc;
     c.r = zr_calloc(1, sizeof *c.r);
     if (c.r) {
         c.r->pub.size = sizeof c.r->pub;
@@ -252,17 +285,23 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     /* Decode in rounds of ROUND blocks so progress is reported from the
      * calling thread between them. */
     size_t nblocks = (size_t)((c.len + BLOCK - 1) / BLOCK);
-    for (size_t b0 = 0; b0 < nblocks; b0 += ROUND) {
+    for (size_t b0 = 0; b0 < nblocks && !c.err; b0 += ROUND) {
         c.first = b0;
         zr_pool_run(ZR_MIN(ROUND, nblocks - b0), decode_block, &c);
         zr_report(s, ZR_MIN(c.len, (uint64_t)(b0 + ROUND) * BLOCK), c.len);
     }
     if (c.len == 0)
         zr_report(s, 0, 0);
-    check_overlaps(&c);
+    if (!c.err)
+        check_overlaps(&c);
     c.r->pub.records_checked = c.len;
     pthread_mutex_destroy(&c.lock);
     zr_free(c.ok);
+    if (c.err) {
+        zr_verify_report_free(&c.r->pub);
+        zr_err_restore(c.err, c.errmsg);
+        return c.err;
+    }
     *out = &c.r->pub;
     if (c.r->pub.nproblems == 0)
         return 0;

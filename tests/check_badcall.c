@@ -474,7 +474,7 @@ START_TEST(strerror_names_every_code)
         {ZR_EEXIST, "ZR_EEXIST"},   {ZR_EBUSY, "ZR_EBUSY"},     {ZR_ERANGE, "ZR_ERANGE"},
         {ZR_EDTYPE, "ZR_EDTYPE"},   {ZR_ESHAPE, "ZR_ESHAPE"},   {ZR_ETOOBIG, "ZR_ETOOBIG"},
         {ZR_EEMPTY, "ZR_EEMPTY"},   {ZR_EROFS, "ZR_EROFS"},     {ZR_EKIND, "ZR_EKIND"},
-        {ZR_ECODEC, "ZR_ECODEC"},   {ZR_ENOSPC, "ZR_ENOSPC"},
+        {ZR_ECODEC, "ZR_ECODEC"},   {ZR_ENOSPC, "ZR_ENOSPC"},   {ZR_ELIMIT, "ZR_ELIMIT"},
     };
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t k = 0; k < n; k++) {
@@ -488,7 +488,7 @@ START_TEST(strerror_names_every_code)
                           strlen(text) > len + 2,
                       "zr_strerror(%d) is '%s'", codes[k].code, text);
     }
-    const int unknown[] = {1, -1, -17, -1000, -30699, -30716, 12345};
+    const int unknown[] = {1, -1, -17, -1000, -30699, -30717, 12345};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++) {
         const char *text = zr_strerror(unknown[k]);
         ck_assert_ptr_nonnull(text);

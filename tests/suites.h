@@ -26,6 +26,7 @@
     ZR_SUITE(oom) \
     ZR_SUITE(powercut) \
     ZR_SUITE(edges) \
+    ZR_SUITE(manyfiles) \
     ZR_SUITE(workq)
 
 #define ZR_SUITE(name) Suite *suite_##name(void);

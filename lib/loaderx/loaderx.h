@@ -62,6 +62,7 @@ extern "C" {
 #define ZR_EKIND (-30713)     /* a Dense call on a Ragged store or the reverse */
 #define ZR_ECODEC (-30714)    /* compression, decompression setup or dictionary training failed */
 #define ZR_ENOSPC (-30715)    /* the disk is full */
+#define ZR_ELIMIT (-30716)    /* a limit of the process or system was reached: open files or mappings */
 
 /* Largest physical record (a Ragged record counts its shape prefix). */
 #define ZR_MAX_RECORD ((uint64_t)1 << 31)
@@ -220,7 +221,15 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * but append, delete, compact and sync through it give ZR_EBUSY, always,
  * even once the opener has exited (doc/format.md, R2). A daemon opens its
  * stores after it has gone to the background.
- * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL. */
+ * The store's chunk files and loc segments are opened when first used and
+ * mapped when first read, not at open. A handle keeps at most 1024 of
+ * them open (fewer under a low RLIMIT_NOFILE: a quarter of the soft
+ * limit) and 1024 mapped, and past that closes or unmaps the oldest one
+ * not in use for each new one, so that a store of any number of files opens
+ * (doc/cold-reads.md, "What is kept, what is bounded").
+ * Errors: ZR_ENOTSTORE, ZR_EBUSY, ZR_ECORRUPT, ZR_EIO, ZR_ENOMEM, ZR_EINVAL,
+ * ZR_ELIMIT (the process is out of descriptors for the store folder and
+ * meta.zr). */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
 /* Close the handle and release its lock. Accepts NULL.
@@ -232,7 +241,8 @@ ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record
  * table, then the header. Errors: ZR_EIO, ZR_EROFS (read-only handle),
- * ZR_EBUSY (a handle inherited through fork(), as zr_open says).
+ * ZR_EBUSY (a handle inherited through fork(), as zr_open says), ZR_ELIMIT
+ * (a written file whose descriptor was closed cannot be opened again).
  * Must not run concurrently with an append on the same handle. */
 ZR_API int zr_sync(zr_store *s);
 
@@ -260,7 +270,7 @@ ZR_API int zr_writable(const zr_store *s);       /* 1 for ZR_RDWR handles */
  * store's. The batch is one commit: after a failure nothing of it is
  * visible. *first (may be NULL) receives the index of the first new record.
  * Errors: ZR_EROFS, ZR_EBUSY (as zr_sync), ZR_EKIND, ZR_EDTYPE, ZR_ESHAPE,
- * ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ECODEC, ZR_ENOMEM.
+ * ZR_EINVAL, ZR_EIO, ZR_ENOSPC, ZR_ECODEC, ZR_ENOMEM, ZR_ELIMIT.
  * Thread rules: one append at a time per handle (concurrent calls are
  * serialised); gathers may run concurrently from any number of threads. */
 ZR_API int zr_append_dense(zr_store *s, const char *dtype,
@@ -279,8 +289,10 @@ ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs,
 /* Copy the Dense records idx[0..n) into dst, back to back, in request
  * order (repeats allowed). dst must hold n * zr_record_width(s) bytes.
  * Errors: ZR_ERANGE (checked for every index before anything is read),
- * ZR_EKIND, ZR_ECORRUPT, ZR_EIO (a read of a store not in memory failed),
- * ZR_ENOMEM, ZR_EINVAL.
+ * ZR_EKIND, ZR_ECORRUPT, ZR_ENOMEM, ZR_EINVAL, ZR_EIO (a read of a store
+ * not in memory failed), ZR_ELIMIT (a file cannot be opened or mapped: the
+ * process is out of descriptors, address space or mappings, even after the
+ * handle gave up its own).
  * Thread-safe: any number of concurrent gathers, and one concurrent append. */
 ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst);
 
@@ -366,15 +378,20 @@ ZR_API void zr_ragged_dense_free(zr_ragged_dense *d);
  * its chunk: *data and *size (Ragged: the shape prefix and the payload, as
  * zr_gather_ragged would copy them), without copying. The entry is checked
  * as a gather checks it. The bytes stay readable until the next delete,
- * compact or close of this handle (appends leave them in place). For
- * serving records by reference, as zrecordfs does on read-only mounts.
+ * compact or close of this handle (appends leave them in place): the
+ * chunk's mapping is kept from then on, outside the handle's bound of
+ * mappings, so a process that takes spans from more chunks than it can
+ * map (address space, vm.max_map_count) gets ZR_ELIMIT. For serving
+ * records by reference, as zrecordfs does on read-only mounts.
  * Errors: ZR_EINVAL (a compressed store: there is nothing to point at),
- * ZR_ERANGE, ZR_ECORRUPT. Thread-safe like a gather. */
+ * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO, ZR_ELIMIT. Thread-safe like a gather. */
 ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size);
 
 /* The same record as a file extent: a descriptor of its chunk file (owned
  * by the store: do not close it), the byte offset and the size, for
- * splice(2) or sendfile(2). Valid and errors as zr_record_span. */
+ * splice(2) or sendfile(2). Valid and errors as zr_record_span: the
+ * chunk's descriptor is kept, outside the handle's bound of descriptors,
+ * and a process that runs out of them gets ZR_ELIMIT. */
 ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size);
 
 /* Whether the stored bytes of records idx[0..n) are all in the page cache:
@@ -386,8 +403,8 @@ ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
  * stale by the time the caller acts on it (pages come and go). Costs a
  * system call per record (cachestat(2); before Linux 6.5 mincore(2), which
  * answers only the file's owner or a privileged caller). Errors: ZR_EINVAL,
- * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO (the kernel cannot tell). Thread-safe like
- * a gather. */
+ * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO (the kernel cannot tell), ZR_ELIMIT.
+ * Thread-safe like a gather. */
 ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
 
 /* Ask the kernel to start reading the stored bytes of records first,
@@ -398,7 +415,7 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
  * max_records records, after the record that reaches max_bytes stored
  * bytes, or at the end of the store; *records is set to the number asked
  * for (0 past the end). Any codec. Returns 0 or a negative code: ZR_EINVAL,
- * ZR_ECORRUPT. Advice only: the kernel may read less. Thread-safe like a
+ * ZR_ECORRUPT, ZR_ELIMIT. Advice only: the kernel may read less. Thread-safe like a
  * gather. */
 ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
                        uint64_t *records);

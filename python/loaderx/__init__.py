@@ -14,7 +14,8 @@ LOADERX_LIBRARY to the path of libloaderx.so to choose one.
 from ._lib import library_path, version_string
 from .errors import (CodecError, CorruptStoreError, DtypeMismatchError,
                      EmptyRecordError, IndexOutOfRangeError,
-                     InvalidArgumentError, InvalidIndexError, NoSpaceError, ReadOnlyStoreError,
+                     InvalidArgumentError, InvalidIndexError, LimitError, NoSpaceError,
+                     ReadOnlyStoreError,
                      RecordTooBigError, ShapeMismatchError, StoreBusyError,
                      StoreError, StoreExistsError, StoreIOError,
                      StoreKindError, StoreMemoryError, StoreNotFoundError)
@@ -34,4 +35,5 @@ __all__ = [
     "StoreBusyError", "IndexOutOfRangeError", "DtypeMismatchError",
     "ShapeMismatchError", "RecordTooBigError", "EmptyRecordError",
     "ReadOnlyStoreError", "StoreKindError", "CodecError", "NoSpaceError",
+    "LimitError",
 ]

@@ -118,12 +118,17 @@ class NoSpaceError(StoreIOError):
     code = _lib.ZR_ENOSPC
 
 
+class LimitError(StoreIOError):
+    """A limit of the process or system was reached: open files or mappings."""
+    code = _lib.ZR_ELIMIT
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, StoreMemoryError, StoreIOError, CorruptStoreError,
     StoreNotFoundError, StoreExistsError, StoreBusyError,
     IndexOutOfRangeError, DtypeMismatchError, ShapeMismatchError,
     RecordTooBigError, EmptyRecordError, ReadOnlyStoreError, StoreKindError,
-    CodecError, NoSpaceError)}
+    CodecError, NoSpaceError, LimitError)}
 
 
 def error_from_code(code, message=None):

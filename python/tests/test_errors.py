@@ -23,7 +23,7 @@ def test_every_code_maps_to_its_class():
                 -30708: "DtypeMismatchError", -30709: "ShapeMismatchError",
                 -30710: "RecordTooBigError", -30711: "EmptyRecordError",
                 -30712: "ReadOnlyStoreError", -30713: "StoreKindError",
-                -30714: "CodecError", -30715: "NoSpaceError"}
+                -30714: "CodecError", -30715: "NoSpaceError", -30716: "LimitError"}
     for code, name in expected.items():
         err = error_from_code(code, "msg")
         assert type(err).__name__ == name and err.code == code
@@ -38,6 +38,7 @@ def test_builtin_bases_let_generic_handlers_catch():
     assert issubclass(loaderx.StoreNotFoundError, FileNotFoundError)
     assert issubclass(loaderx.StoreExistsError, FileExistsError)
     assert issubclass(loaderx.NoSpaceError, OSError)
+    assert issubclass(loaderx.LimitError, OSError)
     assert issubclass(loaderx.StoreMemoryError, MemoryError)
 
 
