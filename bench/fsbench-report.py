@@ -2,6 +2,7 @@
 # Turns the measurements of bench/fsbench.sh (one line per run: workload,
 # case, metric, rate, MiB/s) into doc/fs-benchmarks.md: medians over the
 # repetitions, one table per workload, and the ratios the targets name.
+# What follows these sections in the page ("Cold reads" on) is kept.
 import statistics
 import sys
 from collections import defaultdict
@@ -171,5 +172,17 @@ put(f"ls -l time, zrecordfs / plain files: first {med('ls', 'zrfs-raw', 'ls-firs
 put("")
 put("The raw measurements (one line per run) are in doc/fs-benchmarks.tsv.")
 
+# The sections from "## Cold reads" on are measured by other benchmarks
+# (bench/coldbench, bench/fsseq.sh) and written by hand: they are kept as
+# they are, after the sections written here.
+kept = ""
+try:
+    with open(out) as f:
+        old = f.read()
+    at = old.find("\n## Cold reads\n")
+    if at >= 0:
+        kept = old[at:]
+except FileNotFoundError:
+    pass
 with open(out, "w") as f:
-    f.write("\n".join(lines) + "\n")
+    f.write("\n".join(lines) + "\n" + kept)
