@@ -299,7 +299,7 @@ enum { ZR_READ_PROBE, ZR_READ_MAPPED, ZR_READ_PLANNED };
  * planned reads (plan.h). */
 int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned);
 
-/* Whether the next gather of s plans its reads (gather.c). */
+/* Whether the next gather of s plans its reads (readmode.c). */
 bool zr_gather_plans(zr_store *s);
 
 /* Whether the files of s are (1) or are not (0) nearly all in the page

@@ -2,19 +2,22 @@
  * gather.c: reading a batch of records, in request order, into the
  * caller's memory.
  *
- * The record table and the chunks are read through read-only shared
- * mappings, so a warm gather of small records makes no system call per
- * record: it checks the entry (R5), then copies (raw) or decompresses
- * (zstd) straight from the page cache into the destination. Raw records
- * of PREAD_MIN_RAW bytes or more are read with pread instead (see there).
- * The batch is cut into contiguous blocks of requests that the pool's
- * threads claim; each block takes one zstd context and reuses it for all
- * of its records. Dense blocks hold
- * equal record counts; Ragged blocks are cut at equal shares of the
- * batch's decoded bytes (read from the entries first), so that a few large
+ * zr_engine_gather checks the indices and asks the handle's read mode
+ * (readmode.c) which path the batch takes. A store whose pages are not in
+ * memory goes to planned.c, which plans the batch's reads (plan.h). A
+ * store in memory is copied here, from the read-only shared mappings, so
+ * that a warm gather of small records makes no system call per record:
+ * each record's entry is checked (R5), then the record is copied (raw)
+ * or decompressed (zstd) straight from the page cache into the
+ * destination. Raw records of PREAD_MIN_RAW bytes or more are read with
+ * pread instead (see there). The batch is cut into contiguous blocks of
+ * requests that the pool's threads claim; each block takes one zstd
+ * context and reuses it for all of its records. Dense blocks hold equal
+ * record counts; Ragged blocks are cut at equal shares of the batch's
+ * decoded bytes (read from the entries first), so that a few large
  * records do not leave one thread working while the others wait. A batch
  * of one record, or one too small to be worth splitting, runs on the
- * caller's thread.
+ * caller's thread. doc/cold-reads.md follows a batch through both paths.
  *
  * zr_record_span and zr_record_extent hand out where one raw record lies
  * (in the mapping, in the chunk file) instead of copying it, after the
@@ -29,9 +32,8 @@
 #include <time.h>
 
 #include "codec.h"
-#include "engine.h"
+#include "gather.h"
 #include "io.h"
-#include "plan.h"
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
@@ -51,30 +53,9 @@
  * small ones let a worker that arrives late take only what is left. */
 #define BLOCKS_PER_THREAD 16
 
-/* Records a loop over entries reads between two looks whether its read
- * section holds mappings back from being unmapped (zr_read_pause). */
-#define PAUSE_EVERY 64
-
 /* Ragged batches up to this many records keep their entries on the
  * stack while the blocks are cut. */
 #define STACK_LOCS 512
-
-struct gather_ctx {
-    zr_store *s;
-    const uint64_t *idx;
-    size_t n;
-    uint8_t *dst;
-    const uint64_t *offsets;
-    size_t nshards;
-    const struct zr_loc *locs; /* Ragged: the entries, already checked */
-    const size_t *cut;         /* Ragged: block k is [cut[k], cut[k+1]) */
-    uint64_t laid_out;         /* Dense raw: records below it need no entry */
-    uint64_t call;             /* this call's number, from 1 (see calls) */
-    _Atomic int failed;
-    pthread_mutex_t err_lock;
-    int err;
-    char errmsg[512];
-};
 
 static void gather_error(struct gather_ctx *c, int rc)
 {
@@ -85,117 +66,6 @@ static void gather_error(struct gather_ctx *c, int rc)
     }
     pthread_mutex_unlock(&c->err_lock);
     atomic_store(&c->failed, 1);
-}
-
-/* ---- choosing the read path ----------------------------------------
- *
- * A gather copies records out of the mappings when their pages are in
- * memory (ZR_READ_MAPPED), and plans its reads (plan.h) when they are
- * not (ZR_READ_PLANNED): page faults read one page at a time per thread,
- * where planned reads keep the device's queue full and read no more than
- * the records. Asking the kernel which pages are cached costs a system
- * call per record, more than copying a small cached record, so the choice
- * is made per handle from what batches show: a planned batch learns, for
- * free, how many of its reads the kernel completed from the page cache;
- * a mapped batch that takes far longer than a copy of its bytes can
- * (page faults that went to the disk) has the handle look again at once,
- * and a mapped handle looks again once a second anyway: whether its files
- * are still in memory, which the kernel tells in one call a file. */
-
-/* A planned batch that finds every page cached this many times in a row
- * (once for a handle's first batch) has the handle look whether its files
- * are in memory as a whole (cachestat), and move to the mappings if so. */
-#define CACHED_STREAK 2
-#define MAX_STREAK 1024
-
-/* How often a mapped handle plans a batch to see whether its pages are
- * still in memory. */
-#define PROBE_EVERY_NS 1000000000ull
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The longest a mapped block of `records` records and `bytes` decoded
- * bytes may take before it counts as having waited for the disk: far
- * above what copying (1 ns a byte) or decoding (5 ns a byte) costs,
- * plus 20 us a record and 1 ms for a thread switched out meanwhile, and
- * below a read from the disk per record (about 100 us here). */
-static uint64_t slow_limit(const zr_store *s, size_t records, uint64_t bytes)
-{
-    uint64_t per_byte = s->codec == ZR_CODEC_RAW ? 1 : 5;
-    return 1000000 + 20000 * (uint64_t)records + per_byte * bytes;
-}
-
-/* A mapped block was slow: plan the next batch to see why. */
-static void read_slowly(zr_store *s)
-{
-    atomic_store_explicit(&s->probe_at, 0, memory_order_relaxed);
-}
-
-/* Read from the mappings from now on. */
-static void read_mapped(zr_store *s)
-{
-    atomic_store(&s->probe_at, now_ns() + PROBE_EVERY_NS);
-    atomic_store(&s->streak_needed, CACHED_STREAK);
-    zr_tables_set_mode(s, ZR_READ_MAPPED);
-}
-
-static void read_planned(zr_store *s)
-{
-    atomic_store(&s->cached_streak, 0);
-    zr_tables_set_mode(s, ZR_READ_PLANNED);
-}
-
-bool zr_gather_plans(zr_store *s)
-{
-    if (atomic_load_explicit(&s->read_mode, memory_order_relaxed) != ZR_READ_MAPPED)
-        return true;
-    uint64_t at = atomic_load_explicit(&s->probe_at, memory_order_relaxed);
-    uint64_t now = now_ns();
-    if (now < at)
-        return false;
-    /* One caller looks; the others keep copying meanwhile. */
-    if (!atomic_compare_exchange_strong(&s->probe_at, &at, now + PROBE_EVERY_NS))
-        return false;
-    int resident = zr_tables_resident(s);
-    if (resident == 1)
-        return false;
-    if (resident == 0)
-        read_planned(s);
-    return true; /* a planned batch tells where the kernel cannot */
-}
-
-/* Move the handle between the modes after a planned batch whose reads
- * st found cached or not. Batches that found everything cached move it
- * to the mappings once the files are found in memory as a whole (a batch
- * can be cached where the store is not); while they are not, the batches
- * asked for before the next look double, up to MAX_STREAK. */
-static void note_planned(zr_store *s, const struct zr_plan_stats *st)
-{
-    int mode = atomic_load(&s->read_mode);
-    if (st->reads == 0)
-        return;
-    if (st->cached < st->reads) {
-        read_planned(s);
-        return;
-    }
-    if (mode == ZR_READ_MAPPED)
-        return;
-    unsigned streak = atomic_fetch_add(&s->cached_streak, 1) + 1;
-    unsigned need = ZR_MAX(CACHED_STREAK, atomic_load(&s->streak_needed));
-    if (mode == ZR_READ_PLANNED && streak < need)
-        return;
-    int resident = zr_tables_resident(s);
-    if (resident == 0) {
-        atomic_store(&s->streak_needed, ZR_MIN(2 * need, MAX_STREAK));
-        read_planned(s);
-        return;
-    }
-    read_mapped(s);
 }
 
 /* How many entries ahead of the one in use a gather asks the CPU for.
@@ -384,8 +254,8 @@ static int pread_loc(zr_store *s, uint64_t i, const struct zr_loc *l, uint8_t *o
 
 /* Decode the frame src of record i (entry l) to out, which may be written
  * up to room bytes past the record. */
-static int decode_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
-                      const uint8_t *src, uint8_t *out, size_t room)
+int zr_decode_record(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
+                     const uint8_t *src, uint8_t *out, size_t room)
 {
     uint8_t tail[TAIL_MAX + DECODE_ROOM];
     uint8_t *to = out;
@@ -406,7 +276,7 @@ static int decode_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_
 }
 
 /* Check the shape prefix of Ragged record i (entry l), now at out. */
-static int check_prefix(const zr_store *s, uint64_t i, const struct zr_loc *l, const uint8_t *out)
+int zr_check_prefix(const zr_store *s, uint64_t i, const struct zr_loc *l, const uint8_t *out)
 {
     uint32_t nd;
     uint64_t poff;
@@ -430,7 +300,7 @@ static __attribute__((noinline, cold)) int map_loc(zr_store *s, const struct zr_
 }
 
 /* Copy or decode record i (entry l, stored bytes at src) to out; room as
- * decode_loc. */
+ * zr_decode_record. */
 static inline int copy_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struct zr_loc *l,
                            const uint8_t *src, uint8_t *out, size_t room)
 {
@@ -438,15 +308,15 @@ static inline int copy_loc(zr_store *s, ZSTD_DCtx *dctx, uint64_t i, const struc
         if (src != out)
             memcpy(out, src, l->logic_length);
     } else {
-        int rc = decode_loc(s, dctx, i, l, src, out, room);
+        int rc = zr_decode_record(s, dctx, i, l, src, out, room);
         if (rc != 0)
             return rc;
     }
-    return check_prefix(s, i, l, out);
+    return zr_check_prefix(s, i, l, out);
 }
 
 /* Copy or decode record i, whose entry st->l has been checked, to out;
- * room as decode_loc. st->src is where its bytes are mapped
+ * room as zr_decode_record. st->src is where its bytes are mapped
  * (prefetch_record), or NULL to read them with pread or map its chunk
  * now. */
 static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i,
@@ -463,19 +333,13 @@ static int read_loc(zr_store *s, ZSTD_DCtx *dctx, struct scratch *sc, uint64_t i
     return copy_loc(s, dctx, i, l, src, out, room);
 }
 
-/* Where block record j goes. */
-static inline uint8_t *out_of(const struct gather_ctx *c, size_t j)
-{
-    return c->dst + (c->offsets ? c->offsets[j] : j * c->s->width);
-}
-
 /* How many bytes after block record j (len bytes) a decode may write:
  * up to DECODE_ROOM of record j + 1 (entry next, when known) if it starts
  * where j ends and this thread writes it next (j + 1 < b). */
 static inline size_t room_after(const struct gather_ctx *c, size_t j, size_t b, uint64_t len,
                                 const struct zr_loc *next)
 {
-    if (j + 1 >= b || !next || out_of(c, j + 1) != out_of(c, j) + len)
+    if (j + 1 >= b || !next || zr_gather_out(c, j + 1) != zr_gather_out(c, j) + len)
         return 0;
     return (size_t)ZR_MIN(next->logic_length, DECODE_ROOM);
 }
@@ -510,7 +374,7 @@ static void copy_block(struct gather_ctx *c, size_t a, size_t b)
                 ring[ahead % RING] = (struct staged){c->locs[ahead], prefetch_record(s, &c->locs[ahead])};
             const struct zr_loc *l = &c->locs[j];
             size_t room = room_after(c, j, b, l->logic_length, j + 1 < b ? l + 1 : NULL);
-            int rc = read_loc(s, dctx, &sc, c->idx[j], &ring[j % RING], out_of(c, j), room);
+            int rc = read_loc(s, dctx, &sc, c->idx[j], &ring[j % RING], zr_gather_out(c, j), room);
             if (rc != 0) {
                 gather_error(c, rc);
                 break;
@@ -553,7 +417,7 @@ static void copy_block(struct gather_ctx *c, size_t a, size_t b)
             size_t nx = (j + 1) % RING;
             size_t room = room_after(c, j, b, st->l.logic_length,
                                      j + 1 < b && ring_rc[nx] == 0 ? &ring[nx].l : NULL);
-            rc = read_loc(s, dctx, &sc, c->idx[j], st, out_of(c, j), room);
+            rc = read_loc(s, dctx, &sc, c->idx[j], st, zr_gather_out(c, j), room);
         }
         if (rc != 0) {
             gather_error(c, rc);
@@ -564,7 +428,7 @@ static void copy_block(struct gather_ctx *c, size_t a, size_t b)
     zr_dctx_put(dctx);
 }
 
-/* Copy block k, timing it (see slow_limit). */
+/* Copy block k, timing it (zr_note_mapped). */
 static void gather_shard(void *arg, size_t k)
 {
     struct gather_ctx *c = arg;
@@ -578,15 +442,14 @@ static void gather_shard(void *arg, size_t k)
     }
     if (a == b)
         return;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = zr_now_ns();
     unsigned rs = zr_read_enter(c->s);
     copy_block(c, a, b);
     zr_read_leave(c->s, rs);
     uint64_t bytes = c->locs ? 0 : (b - a) * c->s->width;
     for (size_t j = a; c->locs && j < b; j++)
         bytes += c->locs[j].logic_length;
-    if (now_ns() - t0 > slow_limit(c->s, b - a, bytes))
-        read_slowly(c->s);
+    zr_note_mapped(c->s, b - a, bytes, zr_now_ns() - t0);
 }
 
 /* A block of a store with more files than the handle may keep mapped
@@ -643,7 +506,7 @@ static int gather_ragged(struct gather_ctx *c)
     for (size_t j = 0; j < c->n && j < PREFETCH_AHEAD; j++)
         prefetch_loc(s, c->idx[j]);
     for (size_t j = 0; rc == 0 && j < c->n; j++) {
-        if (j % PAUSE_EVERY == 0)
+        if (j % ZR_PAUSE_EVERY == 0)
             zr_read_pause(s, &rs);
         if (j + PREFETCH_AHEAD < c->n)
             prefetch_loc(s, c->idx[j + PREFETCH_AHEAD]);
@@ -688,214 +551,6 @@ out:
  * callback decodes from as each read completes (zstd), and the repeats
  * are copied last. */
 
-/* A request and its place in the batch, sorted by index. */
-struct req {
-    uint64_t index;
-    size_t k;
-};
-
-static int req_cmp(const void *x, const void *y)
-{
-    const struct req *a = x, *b = y;
-    if (a->index != b->index)
-        return a->index < b->index ? -1 : 1;
-    return a->k < b->k ? -1 : a->k > b->k;
-}
-
-/* The batch's distinct records: first[u] is the request that reads the
- * u-th distinct index, rep[k] the request whose bytes request k copies
- * (k itself for a first). Returns the number of distinct records. */
-static size_t distinct(const uint64_t *idx, size_t n, struct req *order, size_t *first,
-                       size_t *rep)
-{
-    for (size_t k = 0; k < n; k++)
-        order[k] = (struct req){idx[k], k};
-    qsort(order, n, sizeof *order, req_cmp);
-    size_t m = 0;
-    for (size_t j = 0; j < n; j++) {
-        if (j == 0 || order[j].index != order[j - 1].index)
-            first[m++] = order[j].k;
-        rep[order[j].k] = first[m - 1];
-    }
-    return m;
-}
-
-struct entry_read {
-    const zr_store *s;
-    uint8_t *raw;
-};
-
-/* Read the table entries of records idx[first[u]], u < m, that the layout
- * does not give, into locs[first[u]], and check them. */
-static int read_entries(zr_store *s, const uint64_t *idx, const size_t *first, size_t m,
-                        uint64_t laid_out, struct zr_loc *locs, struct zr_plan_stats *st)
-{
-    struct zr_piece *pc = zr_malloc((m ? m : 1) * sizeof *pc);
-    uint8_t *raw = zr_malloc((m ? m : 1) * ZR_LOC_SIZE);
-    int rc = 0;
-    size_t np = 0;
-    if (!pc || !raw) {
-        rc = zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, m);
-        goto out;
-    }
-    uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
-    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
-    for (size_t u = 0; u < m; u++) {
-        size_t k = first[u];
-        uint64_t i = idx[k];
-        if (i < laid_out) {
-            zr_layout_loc(s, i, &locs[k]);
-            continue;
-        }
-        uint32_t g = (uint32_t)(i >> s->seg_shift);
-        uint64_t off = (i & in_seg) * ZR_LOC_SIZE;
-        if (g >= nsegs || off + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
-                                                                   memory_order_acquire)) {
-            rc = zr_loc_error(s, i, "entry is out of bounds or inconsistent");
-            goto out;
-        }
-        pc[np++] = (struct zr_piece){.file = g, .len = ZR_LOC_SIZE, .off = off,
-                                     .to = raw + u * ZR_LOC_SIZE, .tag = k};
-    }
-    rc = zr_plan_read(s, &s->segs, pc, np, NULL, NULL, st);
-    if (rc == ZR_ECORRUPT && st->ended)
-        rc = zr_loc_error(s, idx[st->ended_tag], "the record table ends before the entry");
-    uint32_t nchunks = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
-    for (size_t j = 0; rc == 0 && j < np; j++) {
-        size_t k = pc[j].tag;
-        zr_loc_decode(pc[j].to, &locs[k]);
-        if (!zr_loc_fits(s, &locs[k], nchunks))
-            rc = zr_loc_error(s, idx[k], "entry is out of bounds or inconsistent");
-    }
-out:
-    zr_free(pc);
-    zr_free(raw);
-    return rc;
-}
-
-int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned)
-{
-    if (!planned) {
-        int rc = 0;
-        unsigned rs = zr_read_enter(s);
-        for (size_t k = 0; rc == 0 && k < n; k++) {
-            if (k % PAUSE_EVERY == 0)
-                zr_read_pause(s, &rs);
-            rc = zr_loc_read(s, idx[k], &locs[k]);
-        }
-        zr_read_leave(s, rs);
-        return rc;
-    }
-    struct req *order = zr_malloc((n ? n : 1) * sizeof *order);
-    size_t *first = zr_malloc((n ? n : 1) * sizeof *first);
-    size_t *rep = zr_malloc((n ? n : 1) * sizeof *rep);
-    int rc = 0;
-    if (!order || !first || !rep) {
-        rc = zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, n);
-    } else {
-        size_t m = distinct(idx, n, order, first, rep);
-        struct zr_plan_stats st;
-        rc = read_entries(s, idx, first, m, 0, locs, &st);
-        for (size_t k = 0; rc == 0 && k < n; k++)
-            locs[k] = locs[rep[k]];
-    }
-    zr_free(order);
-    zr_free(first);
-    zr_free(rep);
-    return rc;
-}
-
-struct planned {
-    struct gather_ctx *c;
-    const struct zr_loc *locs; /* by request */
-};
-
-/* A record's stored bytes have arrived (plan.h's callback): decode them
- * to the request's place (zstd) and check its shape prefix (Ragged). */
-static int record_read(void *arg, const struct zr_piece *p)
-{
-    struct planned *pl = arg;
-    struct gather_ctx *c = pl->c;
-    zr_store *s = c->s;
-    size_t k = p->tag;
-    const struct zr_loc *l = &pl->locs[k];
-    uint8_t *out = out_of(c, k);
-    if (s->codec != ZR_CODEC_RAW) {
-        ZSTD_DCtx *dctx = zr_dctx_get();
-        if (!dctx)
-            return zr_err(ZR_ENOMEM, "creating a zstd context");
-        int rc = decode_loc(s, dctx, c->idx[k], l, p->to, out, 0);
-        zr_dctx_put(dctx);
-        if (rc != 0)
-            return rc;
-    }
-    return check_prefix(s, c->idx[k], l, out);
-}
-
-static int gather_planned(struct gather_ctx *c)
-{
-    zr_store *s = c->s;
-    size_t n = c->n;
-    struct req *order = zr_malloc(n * sizeof *order);
-    size_t *first = zr_malloc(n * sizeof *first);
-    size_t *rep = zr_malloc(n * sizeof *rep);
-    struct zr_loc *locs = zr_malloc(n * sizeof *locs);
-    struct zr_piece *pc = zr_malloc(n * sizeof *pc);
-    uint8_t *stage = NULL;
-    int rc = 0;
-    if (!order || !first || !rep || !locs || !pc) {
-        rc = zr_err(ZR_ENOMEM, "%s: planning the reads of %zu records", s->path, n);
-        goto out;
-    }
-    size_t m = distinct(c->idx, n, order, first, rep);
-    struct zr_plan_stats est = {0}, st = {0};
-    rc = read_entries(s, c->idx, first, m, c->laid_out, locs, &est);
-    if (rc != 0)
-        goto out;
-    uint64_t staged = 0;
-    if (s->codec != ZR_CODEC_RAW) {
-        for (size_t u = 0; u < m; u++)
-            staged += locs[first[u]].phys_length;
-        if (staged > SIZE_MAX || !(stage = zr_malloc(staged ? (size_t)staged : 1))) {
-            rc = zr_err(ZR_ENOMEM, "%s: staging %llu bytes of frames", s->path,
-                        (unsigned long long)staged);
-            goto out;
-        }
-    }
-    staged = 0;
-    for (size_t u = 0; u < m; u++) {
-        size_t k = first[u];
-        const struct zr_loc *l = &locs[k];
-        uint8_t *to = out_of(c, k);
-        if (stage) {
-            to = stage + staged;
-            staged += l->phys_length;
-        }
-        pc[u] = (struct zr_piece){.file = l->chunk_id, .len = l->phys_length, .off = l->offset,
-                                  .to = to, .tag = k};
-    }
-    struct planned pl = {.c = c, .locs = locs};
-    rc = zr_plan_read(s, &s->chunks, pc, m, record_read, &pl, &st);
-    if (rc == ZR_ECORRUPT && st.ended)
-        rc = zr_loc_error(s, c->idx[st.ended_tag], "the chunk ends before the record");
-    if (rc != 0)
-        goto out;
-    for (size_t k = 0; k < n; k++)
-        if (rep[k] != k)
-            memcpy(out_of(c, k), out_of(c, rep[k]), locs[rep[k]].logic_length);
-    st.reads += est.reads;
-    st.cached += est.cached;
-    note_planned(s, &st);
-out:
-    zr_free(order);
-    zr_free(first);
-    zr_free(rep);
-    zr_free(locs);
-    zr_free(pc);
-    zr_free(stage);
-    return rc;
-}
-
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
                      const uint64_t *offsets)
 {
@@ -909,7 +564,7 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
     if (s->width)
         c.laid_out = zr_layout_known(s, len, n);
     if (zr_gather_plans(s))
-        return gather_planned(&c);
+        return zr_gather_planned(&c);
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {
         c.nshards = 1;
