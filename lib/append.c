@@ -580,6 +580,8 @@ static int sync_batch(zr_store *s, uint64_t base, uint64_t n)
     uint32_t g1 = (uint32_t)((base + n - 1) >> s->seg_shift);
     for (uint32_t g = (uint32_t)(base >> s->seg_shift); rc == 0 && g <= g1; g++)
         rc = zr_file_sync(s, &s->segs, g);
+    if (rc == 0)
+        rc = zr_tables_sync_error(s); /* see zr_engine_sync_locked */
     if (rc != 0)
         s->failed = true;
     return rc;

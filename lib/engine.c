@@ -302,7 +302,7 @@ int zr_engine_sync_locked(zr_store *s)
 {
     if (s->failed)
         return zr_err(ZR_EIO, "%s: an earlier sync failed; reopen the store", s->path);
-    if (!s->dirty && !s->dir_dirty)
+    if (!s->dirty && !s->dir_dirty && atomic_load(&s->cache.sync_errno) == 0)
         return 0;
     int rc = zr_tables_sync_error(s);
     uint32_t nchunks = atomic_load(&s->chunks.count);
@@ -311,6 +311,11 @@ int zr_engine_sync_locked(zr_store *s)
     uint32_t nsegs = atomic_load(&s->segs.count);
     for (uint32_t g = s->sync_seg_lo; rc == 0 && g < nsegs; g++)
         rc = zr_file_sync(s, &s->segs, g);
+    /* A gather may have closed a written descriptor meanwhile, syncing it
+     * on the way (the loop above then found it clean): its failure must
+     * stop the header from being made durable. */
+    if (rc == 0)
+        rc = zr_tables_sync_error(s);
     if (rc == 0 && s->dir_dirty && zr_io.fsync(s->dirfd) != 0)
         rc = zr_err_sys(errno, "syncing folder %s", s->path);
     if (rc == 0 && zr_io.fdatasync(s->metafd) != 0)

@@ -95,6 +95,7 @@ struct zr_cache {
     _Atomic size_t nretired;
     size_t retired_cap;
     _Atomic int sync_errno;   /* an evicted descriptor's fdatasync failed */
+    struct zr_store *next, *prev; /* the live handles, for fork (tables.c) */
 };
 
 struct zr_store {

@@ -110,6 +110,8 @@ static int sync_all_segs(zr_store *s)
     int rc = zr_tables_sync_error(s);
     for (uint32_t g = 0; rc == 0 && g < n; g++)
         rc = zr_file_sync(s, &s->segs, g);
+    if (rc == 0)
+        rc = zr_tables_sync_error(s); /* see zr_engine_sync_locked */
     return rc;
 }
 

@@ -124,6 +124,59 @@ void zr_testing_set_geometry(uint64_t chunk_capacity, uint64_t segment_entries)
     g_seg_entries = segment_entries ? segment_entries : ZR_SEGMENT_ENTRIES;
 }
 
+/* ---- fork ----
+ *
+ * A child of fork() has one thread: the parent's other threads, their
+ * pins, their read sections and any lock they held are not there. The
+ * handles' cache locks are taken around fork() so that none is copied in
+ * the middle of a change, and the child forgets the pins and readers it
+ * inherited (their descriptors and mappings are its own copies), so that
+ * it can gather, give files up and unmap as the parent does. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static zr_store *live;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_lock);
+    for (zr_store *s = live; s; s = s->cache.next)
+        pthread_mutex_lock(&s->cache.lock);
+}
+
+static void fork_parent(void)
+{
+    for (zr_store *s = live; s; s = s->cache.next)
+        pthread_mutex_unlock(&s->cache.lock);
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void forget_pins(struct zr_ftable *t)
+{
+    uint32_t n = atomic_load(&t->count);
+    for (uint32_t i = 0; i < n; i++)
+        atomic_fetch_and(&zr_ftable_at(t, i)->state, ~ZR_PINS);
+}
+
+static void fork_child(void)
+{
+    for (zr_store *s = live; s; s = s->cache.next) {
+        struct zr_cache *c = &s->cache;
+        forget_pins(&s->chunks);
+        forget_pins(&s->segs);
+        atomic_store(&c->readers[0], 0);
+        atomic_store(&c->readers[1], 0);
+        atomic_store(&c->waiting, 0);
+        pthread_cond_init(&c->unpinned, NULL);
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void fork_setup(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 int zr_tables_init(zr_store *s)
 {
     struct zr_cache *c = &s->cache;
@@ -153,12 +206,28 @@ int zr_tables_init(zr_store *s)
     atomic_init(&c->readers[1], 0);
     atomic_init(&c->nretired, 0);
     atomic_init(&c->sync_errno, 0);
+    pthread_once(&fork_once, fork_setup);
+    pthread_mutex_lock(&live_lock);
+    c->prev = NULL;
+    c->next = live;
+    if (live)
+        live->cache.prev = s;
+    live = s;
+    pthread_mutex_unlock(&live_lock);
     return 0;
 }
 
 void zr_tables_free(zr_store *s)
 {
     struct zr_cache *c = &s->cache;
+    pthread_mutex_lock(&live_lock);
+    if (c->prev)
+        c->prev->cache.next = c->next;
+    else
+        live = c->next;
+    if (c->next)
+        c->next->cache.prev = c->prev;
+    pthread_mutex_unlock(&live_lock);
     ftable_free(&s->chunks);
     ftable_free(&s->segs);
     size_t n = atomic_load(&c->nretired);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "io.h"
 #include "tests/helpers.h"
 #include "tests/records.h"
 #include "tests/suites.h"
@@ -414,6 +415,156 @@ START_TEST(concurrent_gathers_are_exact_while_the_cache_evicts)
 }
 END_TEST
 
+/* ---- a child of fork() ------------------------------------------------ */
+
+#define FORK_CHUNKS 600
+#define FORK_RECORDS (FORK_CHUNKS * PER_CHUNK - 1)
+
+/* A parent thread that holds what a gather holds in the middle of its
+ * work: a pinned descriptor and a read section, until told to stop. */
+struct holder {
+    zr_store *s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage; /* 1: holding, 2: let go */
+};
+
+static void *hold(void *arg)
+{
+    struct holder *h = arg;
+    int fd;
+    int rc = zr_file_fd(h->s, &h->s->chunks, 0, ZR_FD_READ, &fd);
+    unsigned rs = zr_read_enter(h->s);
+    pthread_mutex_lock(&h->mu);
+    h->stage = 1;
+    pthread_cond_broadcast(&h->cv);
+    while (h->stage != 2)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    zr_read_leave(h->s, rs);
+    if (rc == 0)
+        zr_file_put(h->s, &h->s->chunks, 0);
+    return NULL;
+}
+
+struct forked {
+    zr_store *s;
+    const char *path;
+};
+
+/* In the child: the parent's holder thread is not there, but its pin and
+ * read section were copied; gathers over every chunk must neither wait
+ * for that pin nor keep every mapping they give up. */
+static bool forked_gathers(void *arg, struct report *r)
+{
+    struct forked *f = arg;
+    alarm(60); /* a child that waits for ever dies of SIGALRM: a failure */
+    if (!gather_batches(f->s, FORK_RECORDS, 0xf0f0f0f0ull, 40, r))
+        return false;
+    int maps = mappings_of(f->path);
+    if (maps > 64)
+        return child_fail(r, "%d mappings of the store's files after the gathers (bound 4)", maps);
+    return true;
+}
+
+/* A handle used in a child of fork() made while another thread of the
+ * parent held a descriptor pinned and a read section open, through a cache
+ * of one descriptor and four mappings. */
+START_TEST(a_forked_child_gathers_through_the_cache)
+{
+    char *path = zt_path("forked");
+    build_dense(path, FORK_RECORDS);
+    zr_testing_set_cache(1, 4);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    zr_testing_set_cache(0, 0);
+    struct holder h = {.s = s, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, hold, &h), 0);
+    pthread_mutex_lock(&h.mu);
+    while (h.stage != 1)
+        pthread_cond_wait(&h.cv, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    struct forked f = {.s = s, .path = path};
+    in_child(NOFILE, forked_gathers, &f);
+    pthread_mutex_lock(&h.mu);
+    h.stage = 2;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(th, NULL);
+    zr_close(s);
+    free(path);
+}
+END_TEST
+
+/* ---- a failed sync of a descriptor the cache closed ------------------ */
+
+static zr_store *sync_store;
+static pthread_t sync_thread;
+static int sync_armed, sync_failures;
+
+static void *evicting_gather(void *arg)
+{
+    (void)arg;
+    uint64_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    uint8_t out[8 * WIDTH];
+    (void)zr_gather_dense(sync_store, idx, 8, out);
+    return NULL;
+}
+
+/* fdatasync as the disk does it here: on the syncing thread it works, and
+ * while it runs a gather on another thread opens files, closing a written
+ * descriptor, whose fdatasync fails. */
+static int failing_fdatasync(int fd)
+{
+    if (!pthread_equal(pthread_self(), sync_thread)) {
+        sync_failures++;
+        errno = EIO;
+        return -1;
+    }
+    if (sync_armed) {
+        sync_armed = 0;
+        pthread_t t;
+        if (pthread_create(&t, NULL, evicting_gather, NULL) == 0)
+            pthread_join(t, NULL);
+    }
+    return zr_io_default.fdatasync(fd);
+}
+
+/* R14 through the cache: a written file whose descriptor a concurrent
+ * gather closes during zr_sync, and whose fdatasync then fails, fails the
+ * sync, which must not make the header durable, and the handle stops. */
+START_TEST(a_failed_sync_at_eviction_fails_zr_sync)
+{
+    char *path = zt_path("evicted");
+    zr_testing_set_geometry(4 * WIDTH, 16);
+    zr_testing_set_cache(2, 64);
+    const uint64_t shape = WIDTH;
+    uint8_t rec[14 * WIDTH];
+    for (size_t i = 0; i < sizeof rec; i++)
+        rec[i] = (uint8_t)i;
+    ZR_OK_CALL(zr_dense_create(&sync_store, path, "|u1", &shape, 1, NULL));
+    zr_testing_set_cache(0, 0);
+    ZR_OK_CALL(zr_append_dense(sync_store, "|u1", &shape, 1, rec, 8, NULL));
+    ZR_OK_CALL(zr_sync(sync_store));
+    ZR_OK_CALL(zr_append_dense(sync_store, "|u1", &shape, 1, rec + 8 * WIDTH, 4, NULL));
+    ZR_OK_CALL(zr_append_dense(sync_store, "|u1", &shape, 1, rec + 12 * WIDTH, 2, NULL));
+    sync_thread = pthread_self();
+    sync_armed = 1;
+    sync_failures = 0;
+    zr_io.fdatasync = failing_fdatasync;
+    int rc = zr_sync(sync_store);
+    int again = zr_sync(sync_store);
+    zr_io.fdatasync = zr_io_default.fdatasync;
+    ck_assert_msg(sync_failures > 0, "the gather closed no written descriptor: nothing tested");
+    ck_assert_int_eq(rc, ZR_EIO);
+    ck_assert_int_eq(again, ZR_EIO);
+    zr_close(sync_store);
+    zr_testing_set_geometry(0, 0);
+    free(path);
+}
+END_TEST
+
 /* ---- a compressed Ragged store written through a small cache -------- */
 
 #define RAGGED_RECORDS 6000
@@ -478,6 +629,8 @@ Suite *suite_manyfiles(void)
     tcase_add_test(tc, a_limit_still_hit_is_elimit);
     tcase_add_test(tc, concurrent_gathers_are_exact_while_the_cache_evicts);
     tcase_add_test(tc, ragged_zstd_store_written_through_a_small_cache_reads_back);
+    tcase_add_test(tc, a_forked_child_gathers_through_the_cache);
+    tcase_add_test(tc, a_failed_sync_at_eviction_fails_zr_sync);
     suite_add_tcase(s, tc);
     return s;
 }

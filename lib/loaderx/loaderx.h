@@ -291,8 +291,8 @@ ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs,
  * Errors: ZR_ERANGE (checked for every index before anything is read),
  * ZR_EKIND, ZR_ECORRUPT, ZR_ENOMEM, ZR_EINVAL, ZR_EIO (a read of a store
  * not in memory failed), ZR_ELIMIT (a file cannot be opened or mapped: the
- * process is out of descriptors, address space or mappings, even after the
- * handle gave up its own).
+ * process is out of descriptors, even after the handle gave up its own, or
+ * out of address space or mappings).
  * Thread-safe: any number of concurrent gathers, and one concurrent append. */
 ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst);
 
