@@ -522,13 +522,31 @@ static int gather_ragged(struct gather_ctx *c)
     uint64_t seen = 0;
     size_t j = 0;
     cut[0] = 0;
-    for (size_t k = 1; k < shards; k++) {
-        uint64_t goal = total * k / shards;
-        while (j < c->n && seen < goal)
-            seen += locs[j++].logic_length;
-        cut[k] = j;
+    if (zr_tables_fit(s)) {
+        for (size_t k = 1; k < shards; k++) {
+            uint64_t goal = total * k / shards;
+            while (j < c->n && seen < goal)
+                seen += locs[j++].logic_length;
+            cut[k] = j;
+        }
+        cut[shards] = c->n;
+    } else {
+        /* Where the cache gives mappings up, a block also ends after
+         * MAX_BLOCK_EVICTING records, however few their bytes (see
+         * block_count): blocks end at a share of the bytes or at that
+         * many records, whichever comes first. */
+        uint64_t share = ZR_MAX(1, total / shards);
+        size_t start = 0;
+        shards = 0;
+        for (j = 0; j < c->n; j++) {
+            seen += locs[j].logic_length;
+            if (j + 1 < c->n && (seen >= share || j + 1 - start == MAX_BLOCK_EVICTING)) {
+                cut[++shards] = start = j + 1;
+                seen = 0;
+            }
+        }
+        cut[++shards] = c->n;
     }
-    cut[shards] = c->n;
     c->locs = locs;
     c->cut = cut;
     c->nshards = shards;
@@ -540,16 +558,6 @@ out:
         zr_free(cut);
     return rc;
 }
-
-/* ---- planned reads ------------------------------------------------
- *
- * A planned batch reads each distinct record once: the requests are
- * sorted by index, the entries that the layout does not give are read
- * from the record table (planned too: a record table much larger than
- * the RAM is read at random as well), the records' bytes are read to
- * their first request's place (raw) or to a staging buffer that the
- * callback decodes from as each read completes (zstd), and the repeats
- * are copied last. */
 
 int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
                      const uint64_t *offsets)
