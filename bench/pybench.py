@@ -13,7 +13,7 @@ drawn uniformly at random with repeats from a store of --records records.
 Every backend gets the same source records and the same batch plan. Every
 path's bytes are checked against the source before anything is timed.
 
-Two comparisons:
+Three comparisons:
 
 - Store gather. The binding's ``ds[idx]`` (a new array per batch, as a
   program gets it) against bench/pygather, a C program that makes the same
@@ -35,6 +35,14 @@ Two comparisons:
   descendant, found in /proc) every 20 ms and reports its peak; the peak
   of the tree's summed proportional set size (Pss, which shares a page
   among the processes mapping it) is sampled every 200 ms beside it.
+  Every loader runs --loader-rounds times, the loaders taking turns, and
+  a target's ratio is the median of its rounds' ratios. The loaders'
+  CPU time per batch is reported beside their rates. Small-record sets
+  (4 KiB and 32 KiB records) compare mmap=False with the NumPy loop.
+- Ragged batches, packed. zr_gather_ragged_dense's packed layouts,
+  gathered in place, against the two steps a C caller takes
+  (zr_gather_ragged_alloc, then zr_ragged_densify), on token sequences
+  and on images of mixed sizes.
 
 On a shared machine, run it when no other benchmark runs (under the
 machine's benchmark lock, if it has one).
@@ -64,17 +72,24 @@ MIB = float(1 << 20)
 LOADERS = ("loaderx-nomap", "loaderx", "loaderx-prefetch2", "torch",
            "torch-batched", "torch-batched-w0", "numpy-loop",
            "loaderx.torch-w0", "loaderx.torch-w2")
+# The small-record workloads of the mmap=False target: records under
+# 64 KiB, which a mapped handle copies out of its mapping and an unmapped
+# one reads with one pread each. Each is a set of stores of its own,
+# uint8 records of SMALL[k] bytes, about as many bytes as the main store.
+SMALL = {"4k": 4096, "32k": 32768}
+SMALL_LOADERS = tuple(f"{kind}@{tag}" for tag in SMALL
+                      for kind in ("loaderx-nomap", "loaderx", "numpy-loop"))
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---- the source records and the stores --------------------------------------
 
 
-def make_source(n, seed):
+def make_source(n, seed, item=ITEM):
     """n images whose bytes are random, and the labels, which are the
     records' own indices so that a loader's batch says which records it
     holds."""
     rng = np.random.default_rng(seed)
-    images = np.empty((n,) + ITEM, dtype=np.uint8)
+    images = np.empty((n,) + item, dtype=np.uint8)
     for s in range(0, n, 256):
         images[s:s + 256] = rng.integers(0, 256, size=images[s:s + 256].shape,
                                          dtype=np.uint8)
@@ -133,6 +148,34 @@ def write_stores(work, images, labels):
     env.close()
     sizes["lmdb"] = disk_bytes(ldir)
     return sizes
+
+
+def write_small(args, work, tag):
+    """The stores of a small-record set, for the loaders only: the
+    records and labels as raw DenseStores and as .npy files, and the
+    records' CRCs."""
+    work = os.path.join(work, "small" + tag)
+    os.mkdir(work)
+    from loaderx.zrecord import DenseStore
+    item = (SMALL[tag],)
+    images, labels = make_source(small_records(args, tag), seed=5, item=item)
+    zdir = os.path.join(work, "zrecord")
+    os.mkdir(zdir)
+    for name, data, shape in (("images", images, item), ("labels", labels, ())):
+        with DenseStore.create(os.path.join(zdir, name), data.dtype, shape,
+                               codec="raw") as ds:
+            for s in range(0, len(data), 4096):
+                ds.append(data[s:s + 4096])
+            ds.sync()
+        np.save(os.path.join(work, name + ".npy"), data)
+    np.save(os.path.join(work, "crcs.npy"), record_crcs(images))
+    # Read every file once, so that the timed loaders find the page cache
+    # warm (as the main set's gather checks leave it).
+    for root, _, files in os.walk(work):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
 
 
 def disk_bytes(path):
@@ -315,6 +358,126 @@ def bench_gather(args, work, images, plan):
     return rows, ratios
 
 
+# ---- Ragged batches made dense ---------------------------------------------
+
+# Two Ragged workloads: token sequences (int32, 1-D, 128 to 1024 tokens),
+# packed by rows, and images of mixed sizes (uint8 (h, w, 3), h and w in
+# [64, 256]), packed flat. (name, records, batch, layout name)
+RAGGED = (("tokens", 20000, 256, "ZR_PACKED"),
+          ("images", 2000, 64, "ZR_PACKED_FLAT"))
+
+
+def write_ragged(work, name, n, codec):
+    from loaderx.zrecord import RaggedStore
+    rng = np.random.default_rng(7)
+    path = os.path.join(work, f"ragged-{name}-{codec}")
+    with RaggedStore.create(path, np.int32 if name == "tokens" else np.uint8,
+                            codec=codec) as rs:
+        for s in range(0, n, 500):
+            if name == "tokens":
+                recs = [rng.integers(0, 50000, size=int(rng.integers(128, 1025)),
+                                     dtype=np.int32) for _ in range(min(500, n - s))]
+            else:
+                recs = [rng.integers(0, 256, size=(int(rng.integers(64, 257)),
+                                                   int(rng.integers(64, 257)), 3),
+                                     dtype=np.uint8) for _ in range(min(500, n - s))]
+            rs.append(recs)
+        rs.sync()
+    return path
+
+
+def bench_ragged(args, work):
+    """zr_gather_ragged_dense's packed layouts, gathered in place, against
+    the two steps a caller made before (zr_gather_ragged_alloc, then
+    zr_ragged_densify), on the same batches, the two taking turns."""
+    import cffi
+
+    from loaderx import _lib
+    from loaderx._lib import ffi, lib
+    from loaderx.zrecord import RaggedStore
+
+    # The binding does not declare zr_gather_ragged_alloc, which only C
+    # callers use: a declaration of it over the same library.
+    ffi2 = cffi.FFI()
+    ffi2.cdef(_lib.CDEF + """
+        typedef struct zr_ragged_batch {
+            size_t n;
+            zr_view *recs;
+            void *buf;
+        } zr_ragged_batch;
+        int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
+                                   zr_ragged_batch **out);
+        void zr_ragged_batch_free(zr_ragged_batch *b);
+    """)
+    lib2 = ffi2.dlopen(os.environ["LOADERX_LIBRARY"])
+    rows = []
+    for name, n, batch, layout_name in RAGGED:
+        layout = getattr(_lib, layout_name)
+        for codec in ("raw", "zstd"):
+            path = write_ragged(work, name, n, codec)
+            rs = RaggedStore.open(path, readonly=True)
+            ptr = rs._ptr
+            ptr2 = ffi2.cast("zr_store *", int(ffi.cast("uintptr_t", ptr)))
+            itemsize = rs.dtype.itemsize
+            plan = np.random.default_rng(8).integers(
+                0, n, size=(args.gather_batches, batch)).astype(np.uint64)
+            out = ffi.new("zr_ragged_dense **")
+            out2 = ffi2.new("zr_ragged_dense **")
+            alloc = ffi2.new("zr_ragged_batch **")
+
+            def in_place(idx):
+                rc = lib.zr_gather_ragged_dense(
+                    ptr, ffi.from_buffer("uint64_t[]", idx), len(idx), layout,
+                    0, ffi.NULL, out)
+                assert rc == 0, rc
+                return out[0]
+
+            def two_steps(idx):
+                rc = lib2.zr_gather_ragged_alloc(
+                    ptr2, ffi2.from_buffer("uint64_t[]", idx), len(idx), alloc)
+                assert rc == 0, rc
+                rc = lib2.zr_ragged_densify(alloc[0].recs, len(idx), itemsize,
+                                            layout, 0, ffi2.NULL, out2)
+                lib2.zr_ragged_batch_free(alloc[0])
+                assert rc == 0, rc
+                return out2[0]
+
+            def payload(d, f):
+                return bytes(f.buffer(d.data, d.nbytes)), \
+                    [d.offsets[k] for k in range(d.n + 1)]
+
+            # Both give the same batch (every planned one), which also
+            # warms the store's pages.
+            nbytes = 0
+            for idx in plan:
+                a = in_place(idx)
+                b = two_steps(idx)
+                if payload(a, ffi) != payload(b, ffi2):
+                    raise SystemExit(f"pybench: {name} {codec}: the packed "
+                                     "batches differ")
+                nbytes += a.nbytes
+                lib.zr_ragged_dense_free(a)
+                lib2.zr_ragged_dense_free(b)
+            times = {"in place": [], "two steps": []}
+            for r in range(args.rounds):
+                for k, idx in enumerate(plan):
+                    order = (("in place", in_place, lib),
+                             ("two steps", two_steps, lib2))
+                    for label, fn, free in order[::1 if (k + r) % 2 else -1]:
+                        t0 = time.perf_counter()
+                        d = fn(idx)
+                        times[label].append(time.perf_counter() - t0)
+                        free.zr_ragged_dense_free(d)
+            rs.close()
+            med = {k: statistics.median(v) for k, v in times.items()}
+            rows.append({"name": name, "codec": codec, "layout": layout_name,
+                         "batch": batch, "records": n,
+                         "mib": nbytes / len(plan) / MIB,
+                         "in_place_ms": 1e3 * med["in place"],
+                         "two_steps_ms": 1e3 * med["two steps"]})
+    return rows
+
+
 # ---- the loaders -----------------------------------------------------------
 
 
@@ -440,11 +603,12 @@ def child_torch(args, work, crcs, batched, workers=2):
 
 def run_loader(args, batches, crcs):
     """Check the first batches, warm up, time, and report on stdout."""
+    item = tuple(args.item)
     checked = 0
     for k in range(args.loader_warmup):
         imgs, labs, idx = next(batches)
         if k < 3:
-            if imgs.dtype != np.uint8 or imgs.shape != (args.batch,) + ITEM \
+            if imgs.dtype != np.uint8 or imgs.shape != (args.batch,) + item \
                     or labs.shape != (args.batch,):
                 raise SystemExit("pybench: the loader's batch has the wrong "
                                  f"shape {imgs.shape} {labs.shape}")
@@ -458,16 +622,21 @@ def run_loader(args, batches, crcs):
         del imgs, labs
     print(json.dumps({"event": "timed"}), flush=True)
     t0 = time.perf_counter()
+    # CPU time of this process, all its threads (not of torch's worker
+    # processes): what a batch costs the machine, whatever the load.
+    c0 = time.process_time()
     touched = count = 0
     while count < args.loader_batches \
             or time.perf_counter() - t0 < args.loader_seconds:
         imgs, labs, _ = next(batches)
-        touched += int(imgs[:, 0, 0, 0].sum()) + int(labs[0])
+        touched += int(imgs.reshape(len(imgs), -1)[:, 0].sum()) + int(labs[0])
         del imgs, labs
         count += 1
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     print(json.dumps({"event": "done", "checked": checked, "batches": count,
                       "seconds": dt, "batches_s": count / dt,
+                      "cpu_ms": 1e3 * cpu / count,
                       "touched": touched}), flush=True)
 
 
@@ -556,10 +725,21 @@ class TreeMemory:
         return self.peak, self.peak_pss
 
 
+def small_records(args, tag):
+    """Records of the small set tag: about the main store's bytes."""
+    return args.records * WIDTH // SMALL[tag]
+
+
 def bench_loader(args, work, kind):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind,
+    base, _, tag = kind.partition("@")
+    records, item = args.records, ITEM
+    if tag:
+        work = os.path.join(work, "small" + tag)
+        records, item = small_records(args, tag), (SMALL[tag],)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", base,
+           "--item", *map(str, item),
            "--work", work, "--build", args.build, "--records",
-           str(args.records), "--batch", str(args.batch), "--loader-batches",
+           str(records), "--batch", str(args.batch), "--loader-batches",
            str(args.loader_batches), "--loader-seconds",
            str(args.loader_seconds), "--loader-warmup",
            str(args.loader_warmup)]
@@ -653,6 +833,20 @@ def fresh_memory_cost(batch):
     return (1e3 * statistics.median(small), 1e3 * statistics.median(huge))
 
 
+def copy_cost(batch):
+    """Milliseconds for one memcpy of a batch between two arrays touched
+    before: the copy rate every loader here is bounded by. The median of
+    five."""
+    src = np.ones(batch * WIDTH, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
 def torch_stack_cost(batch):
     """Milliseconds for torch.stack to collate one batch of records (as
     the default collate does) into a new tensor and into one reused
@@ -680,6 +874,27 @@ def load():
         return " ".join(f.read().split()[:3])
 
 
+def summary(runs):
+    """One loader's runs: the median round's batches, the median CPU per
+    batch, and the memory of the run that peaked highest."""
+    mid = sorted(runs, key=lambda r: r["batches_s"])[len(runs) // 2]
+    top = max(runs, key=lambda r: r["peak"]["rss"])
+    return {"batches": mid["batches"], "seconds": mid["seconds"],
+            "batches_s": statistics.median(r["batches_s"] for r in runs),
+            "rounds": [r["batches_s"] for r in runs],
+            "cpu_ms": statistics.median(r["cpu_ms"] for r in runs),
+            "peak": top["peak"],
+            "peak_pss": max(r["peak_pss"] for r in runs)}
+
+
+def per_round(runs, name, others):
+    """The median over the rounds of name's batches/s over the fastest of
+    others' in the same round."""
+    return statistics.median(
+        mine["batches_s"] / max(runs[o][k]["batches_s"] for o in others)
+        for k, mine in enumerate(runs[name]))
+
+
 def verdict(ok):
     return "met" if ok else "**missed**"
 
@@ -688,10 +903,19 @@ def report(args, res):
     g = res["gather"]
     c_rate = g[0]["mib_s"]
     ratio = statistics.median(res["ratios"])
-    ld = res["loaders"]
+    runs = res["loaders"]
+    ld = {name: summary(r) for name, r in runs.items()}
     lx, tt = ld["loaderx-nomap"], ld["torch"]
-    speed = lx["batches_s"] / tt["batches_s"]
+    speed = per_round(runs, "loaderx-nomap", ["torch"])
     mem = lx["peak"]["rss"] / tt["peak"]["rss"]
+    # The baselines a careful user tries first; the fastest in each round.
+    base = ["torch-batched-w0", "numpy-loop", "torch", "torch-batched"]
+    fastest = max(base, key=lambda n: ld[n]["batches_s"])
+    vs_best = per_round(runs, "loaderx-nomap", base)
+    mem_best = lx["peak"]["rss"] / ld[fastest]["peak"]["rss"]
+    nomap_small = {tag: per_round(runs, f"loaderx-nomap@{tag}",
+                            [f"numpy-loop@{tag}"]) for tag in SMALL}
+    tw0 = per_round(runs, "loaderx.torch-w0", ["loaderx"])
     out = []
     w = out.append
     w("# Python benchmarks")
@@ -712,7 +936,8 @@ def report(args, res):
       "library to gather a whole batch into memory it reuses. A path that "
       "takes new memory for every batch pays that price every batch.")
     w("")
-    w("Produced in one run, with no other benchmark running, by")
+    w("Produced in one run, on a machine others were using (the load "
+      "averages above), by")
     w("")
     w("    make bench && bench/pybench.sh > doc/python-benchmarks.md")
     w("")
@@ -728,11 +953,26 @@ def report(args, res):
       f"{verdict(speed >= 1.5)} |")
     w(f"| DataLoader peak RSS ≤ 1/3 of torch's | {mem:.2f}× | "
       f"{verdict(mem <= 1 / 3)} |")
+    w(f"| DataLoader ≥ 1.5× the fastest of torch-batched-w0, numpy-loop, "
+      f"torch with 2 workers (per round; {fastest} overall) | "
+      f"{vs_best:.2f}× | {verdict(vs_best >= 1.5)} |")
+    w(f"| … at no more peak RSS than {fastest} | {mem_best:.2f}× | "
+      f"{verdict(mem_best <= 1)} |")
+    for tag, r in nomap_small.items():
+        w(f"| `mmap=False` ≥ 1.0× the NumPy memory map, {SMALL[tag] >> 10} "
+          f"KiB records | {r:.2f}× | {verdict(r >= 1.0)} |")
+    w(f"| loaderx.torch `num_workers=0` ≥ 0.9× loaderx's loader | "
+      f"{tw0:.2f}× | {verdict(tw0 >= 0.9)} |")
     w("")
-    w("The ratios are loaderx's over the C library's and over torch's "
-      "(the rows `loaderx ds[idx]`, `loaderx-nomap` and `torch` below): "
-      "both DataLoader targets are met or missed by the same run of one "
-      "configuration. What makes up each loader's peak memory is under "
+    w("The ratios are loaderx's over the C library's and over the others' "
+      "(the rows `loaderx ds[idx]` and `C` below; `loaderx-nomap` against "
+      "`torch` and the baselines, `loaderx-nomap@4k` and `@32k` against "
+      "`numpy-loop@4k` and `@32k`, `loaderx.torch-w0` against `loaderx`, "
+      "under DataLoader). Every loader ran once in each of "
+      f"{args.loader_rounds} rounds, in turns; a batches/s ratio is the "
+      "median over the rounds of that round's ratio, so that the two "
+      "sides of each met the same load, and a peak RSS is the highest "
+      "over the rounds. What makes up each loader's peak memory is under "
       "DataLoader.")
     w("")
     w("## Workload")
@@ -782,6 +1022,31 @@ def report(args, res):
       "milliseconds of gather, so the spread of these ratios, and the "
       "difference between the two loaderx rows, is the shared machine's "
       "noise rather than a cost of either path.")
+    w("")
+    w("## Ragged batches, packed")
+    w("")
+    w("`RaggedStore.packed`'s library call, zr_gather_ragged_dense, "
+      "gathers each record's payload straight to its place in the packed "
+      "batch (its shape prefix lands on a neighbour's payload, which is "
+      "put back). Before, it took the two steps a C caller takes: gather "
+      "the records with their prefixes into one buffer "
+      "(zr_gather_ragged_alloc), then copy the payloads out "
+      "(zr_ragged_densify). Both, on the same "
+      f"{args.gather_batches} batches of random indices, in turns, "
+      f"{args.rounds} rounds; the median time per batch. Token "
+      "sequences: int32, 128 to 1,024 tokens each, packed by rows "
+      "(ZR_PACKED); images: uint8 (h, w, 3) with h and w from 64 to 256, "
+      "packed flat (ZR_PACKED_FLAT). Each store was read whole before "
+      "timing.")
+    w("")
+    w("| records | codec | batch | MiB a batch | in place | two steps | "
+      "saved |")
+    w("|---|---|---:|---:|---:|---:|---:|")
+    for r in res["ragged"]:
+        w(f"| {r['records']:,} {r['name']} ({r['layout']}) | {r['codec']} | "
+          f"{r['batch']} | {r['mib']:.1f} | {r['in_place_ms']:.2f} ms | "
+          f"{r['two_steps_ms']:.2f} ms | "
+          f"{1 - r['in_place_ms'] / r['two_steps_ms']:.0%} |")
     w("")
     w("## DataLoader")
     w("")
@@ -835,6 +1100,52 @@ def report(args, res):
       "of the process tree, so this row's memory columns may miss them: "
       "read its batches/s only.")
     w("")
+    c = {n: ld[n]["cpu_ms"] for n in ld}
+    b = {n: ld[n]["batches_s"] for n in ld}
+    w("What limits the loaders is copying the bytes out of the page cache, "
+      "and the CPU the machine gives them. The CPU time per batch (the "
+      "loader's own process, all its threads) was "
+      f"{c['loaderx-nomap']:.1f} ms for loaderx-nomap and "
+      f"{c['loaderx']:.1f} ms for the mapped loaderx, whose images, raw "
+      "records of 64 KiB or more, are read with pread too, against "
+      f"{c['numpy-loop']:.1f} ms for the NumPy loop's copy out of its "
+      f"mapping and {res['copy_ms']:.1f} ms for one memcpy of a batch "
+      "between two buffers allocated once (NumPy's copyto, the median of "
+      "five, in the same run). The loader's Python side is not where the "
+      "time goes: a batch handed over by next() costs tens of microseconds "
+      "against milliseconds of copying. Its two workers can keep both "
+      "cores copying, which is what the loader has over a loop on one "
+      "thread; the CPU it got, batches/s times CPU per batch, was "
+      f"{b['loaderx-nomap'] * c['loaderx-nomap'] / 1e3:.2f} cores for "
+      f"loaderx-nomap and {b['numpy-loop'] * c['numpy-loop'] / 1e3:.2f} "
+      "for the NumPy loop, on a machine whose load average is above. With "
+      "the same cores, a path that spends more CPU a batch gives fewer "
+      "batches.")
+    w("")
+    w("For records under 64 KiB an unmapped handle (`mmap=False`) reads "
+      "each record with a pread of its own, where a mapped one copies it "
+      "out of the mapping: CPU per batch "
+      + ", ".join(f"{c[f'loaderx-nomap@{t}']:.2f} ms unmapped, "
+                  f"{c[f'loaderx@{t}']:.2f} ms mapped and "
+                  f"{c[f'numpy-loop@{t}']:.2f} ms for the NumPy loop at "
+                  f"{SMALL[t] >> 10} KiB" for t in SMALL)
+      + ", that is "
+      + " and ".join(f"{1e3 * (c[f'loaderx-nomap@{t}'] - c[f'numpy-loop@{t}']) / args.batch:.1f} µs"
+                     for t in SMALL)
+      + " more per record than the loop. The unmapped read path would "
+      "need fewer system calls per record (one submission for a batch's "
+      "reads) to meet the target; it is the library's gather that "
+      "chooses it.")
+    w("")
+    w("The small-record rows (`@4k`, `@32k`) read sets of their own: "
+      + ", ".join(f"{small_records(args, t):,} records of uint8 "
+                  f"({SMALL[t]},)" for t in SMALL)
+      + f", with their int64 labels, batch {args.batch}, on the same disk "
+      "and read whole before timing; the loaders are configured as the "
+      "rows without the suffix. A mapped handle copies records under 64 "
+      "KiB out of its mapping; an unmapped one (`mmap=False`) reads each "
+      "record with a pread of its own.")
+    w("")
     fresh, again = res["stack_ms"]
     w(f"torch.stack, which the default collate uses, took {fresh:.0f} ms to "
       f"stack one batch into a new tensor and {again:.0f} ms into a reused "
@@ -844,14 +1155,17 @@ def report(args, res):
       "loaderx's loader gathers into batch buffers it recycles. Where "
       "fresh memory is cheap the gap between the two narrows.")
     w("")
-    w("| loader | timed | batches/s | vs torch | peak RSS (tree) | anon | "
+    w("| loader | timed (median round) | batches/s | rounds | CPU/batch | "
+      "vs torch | peak RSS (tree) | anon | "
       "file | shmem | processes | peak PSS (tree) |")
-    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in ld.items():
         p = r["peak"]
         w(f"| {name} | {r['batches']} in {r['seconds']:.1f} s | "
           f"{r['batches_s']:.1f} | "
-          f"{r['batches_s'] / tt['batches_s']:.2f}× | "
+          f"{' '.join(f'{x:.0f}' for x in r['rounds'])} | "
+          f"{r['cpu_ms']:.2f} ms | "
+          f"{per_round(runs, name, ['torch']):.2f}× | "
           f"{p['rss'] / MIB:.0f} MiB | {p['RssAnon'] / MIB:.0f} MiB | "
           f"{p['RssFile'] / MIB:.0f} MiB | {p['RssShmem'] / MIB:.0f} MiB | "
           f"{p['procs']} | {r['peak_pss'] / MIB:.0f} MiB |")
@@ -905,7 +1219,11 @@ def main():
     ap.add_argument("--loader-warmup", type=int, default=30)
     ap.add_argument("--work", help="the scratch folder (default: a new one "
                     "under $TMPDIR, removed at the end)")
+    ap.add_argument("--loader-rounds", type=int, default=3,
+                    help="run every loader this many times, in turns")
     ap.add_argument("--child", choices=LOADERS,
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--item", type=int, nargs="+", default=list(ITEM),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
@@ -934,6 +1252,7 @@ def main():
     res = {"machine": machine_line(), "versions": versions(),
            "load_start": load(), "fresh_ms": fresh_memory_cost(args.batch),
            "stack_ms": torch_stack_cost(args.batch),
+           "copy_ms": copy_cost(args.batch),
            "argv": " ".join(["bench/pybench.py"] + sys.argv[1:])}
     work = args.work or tempfile.mkdtemp(prefix="pybench-")
     made = args.work is None
@@ -949,10 +1268,22 @@ def main():
         print("pybench: store gather", file=sys.stderr)
         res["gather"], res["ratios"] = bench_gather(args, work, images, plan)
         del images
-        res["loaders"] = {}
-        for kind in LOADERS:
-            print("pybench: loader", kind, file=sys.stderr)
-            res["loaders"][kind] = bench_loader(args, work, kind)
+        print("pybench: Ragged batches", file=sys.stderr)
+        res["ragged"] = bench_ragged(args, work)
+        for tag in SMALL:
+            print("pybench: writing the", tag, "stores", file=sys.stderr)
+            write_small(args, work, tag)
+        # Every loader runs once a round, in an order that rotates with the
+        # round, so that a change in the machine's load falls on all of
+        # them alike; a target's ratio is the median of its rounds' ratios.
+        kinds = LOADERS + SMALL_LOADERS
+        runs = {kind: [] for kind in kinds}
+        for r in range(args.loader_rounds):
+            turn = (r * len(kinds)) // args.loader_rounds
+            for kind in kinds[turn:] + kinds[:turn]:
+                print("pybench: loader", kind, "round", r, file=sys.stderr)
+                runs[kind].append(bench_loader(args, work, kind))
+        res["loaders"] = runs
         res["load_end"] = load()
         with open(os.path.join(work, "results.json"), "w") as f:
             json.dump(res, f, indent=1)

@@ -206,26 +206,45 @@ ZR_API void zr_ragged_dense_free(zr_ragged_dense *d)
     zr_free(d->data);
     zr_free(d->lengths);
     zr_free(d->offsets);
+    zr_free(d->shapes);
     zr_free(d);
 }
 
-ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, int layout,
-                             uint64_t rows, const void *pad, zr_ragged_dense **out)
+/* The items of a view: the product of its dimensions (1 for a scalar). */
+static bool view_items(const zr_view *v, uint64_t *items)
 {
-    if (!out)
-        return zr_err(ZR_EINVAL, "zr_ragged_densify: NULL out");
+    uint64_t m = 1;
+    for (uint32_t d = 0; d < v->ndim; d++)
+        if (!zr_mul_ok(m, v->shape[d], &m))
+            return false;
+    *items = m;
+    return true;
+}
+
+/* Check n views for layout and make *out's everything but its data: the
+ * shape, nbytes, lengths, offsets and (ZR_PACKED_FLAT) shapes. *row_bytes
+ * is the bytes of one row of the data's first dimension (one item when
+ * flat). d->data is left NULL for the caller to fill or to point at the
+ * records gathered in place. */
+static int dense_meta(const zr_view *recs, size_t n, uint64_t itemsize, int layout, uint64_t rows,
+                      zr_ragged_dense **out, uint64_t *row_bytes_out)
+{
     *out = NULL;
     if ((n > 0 && !recs) || itemsize == 0)
         return zr_err(ZR_EINVAL, "zr_ragged_densify: NULL records or itemsize 0");
-    if (layout != ZR_PADDED && layout != ZR_PACKED)
+    if (layout != ZR_PADDED && layout != ZR_PACKED && layout != ZR_PACKED_FLAT)
         return zr_err(ZR_EINVAL, "zr_ragged_densify: unknown layout %d", layout);
-    if (layout == ZR_PACKED && rows != 0)
+    if (layout != ZR_PADDED && rows != 0)
         return zr_err(ZR_EINVAL, "zr_ragged_densify: a packed batch takes no row count");
+    bool flat = layout == ZR_PACKED_FLAT;
 
-    /* Every record must have the first one's row shape; the row's bytes
-     * and each record's rows follow from it. */
-    uint32_t row_ndim = n ? view_row_ndim(&recs[0]) : 0;
-    const uint64_t *row_shape = n && recs[0].ndim ? recs[0].shape + 1 : NULL;
+    /* Padded and packed: every record must have the first one's row
+     * shape; the row's bytes and each record's rows follow from it. Flat:
+     * the records share only their number of dimensions, and a "row" is
+     * one item. */
+    uint32_t row_ndim = n && !flat ? view_row_ndim(&recs[0]) : 0;
+    const uint64_t *row_shape = n && !flat && recs[0].ndim ? recs[0].shape + 1 : NULL;
+    uint32_t rec_ndim = n && flat ? recs[0].ndim : 0;
     uint64_t row_bytes = itemsize;
     for (uint32_t d = 0; d < row_ndim; d++)
         if (!zr_mul_ok(row_bytes, row_shape[d], &row_bytes))
@@ -235,13 +254,21 @@ ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, i
         const zr_view *v = &recs[k];
         if (v->ndim > ZR_MAX_NDIM || (v->nbytes > 0 && !v->data))
             return zr_err(ZR_EINVAL, "zr_ragged_densify: record %zu is not a view", k);
-        if (view_row_ndim(v) != row_ndim ||
-            (row_ndim && memcmp(v->shape + 1, row_shape, row_ndim * sizeof *row_shape) != 0))
+        if (flat && v->ndim != rec_ndim)
+            return zr_err(ZR_ESHAPE,
+                          "record %zu has %u dimensions and record 0 %u: a flat packed batch "
+                          "holds records of one number of dimensions",
+                          k, v->ndim, rec_ndim);
+        if (!flat && (view_row_ndim(v) != row_ndim ||
+                      (row_ndim && memcmp(v->shape + 1, row_shape, row_ndim * sizeof *row_shape) != 0)))
             return zr_err(ZR_ESHAPE,
                           "record %zu has rows of another shape than record 0's: only records "
-                          "that differ in their first dimension can be padded or packed",
+                          "that differ in their first dimension can be padded or packed "
+                          "(ZR_PACKED_FLAT packs any shapes)",
                           k);
-        uint64_t r = view_rows(v), bytes;
+        uint64_t r, bytes;
+        if (flat ? !view_items(v, &r) : (r = view_rows(v), false))
+            return zr_err(ZR_ETOOBIG, "record %zu's shape overflows", k);
         if (!zr_mul_ok(r, row_bytes, &bytes) || bytes != v->nbytes)
             return zr_err(ZR_EINVAL, "zr_ragged_densify: record %zu holds %llu bytes, not its shape's",
                           k, (unsigned long long)v->nbytes);
@@ -259,23 +286,23 @@ ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, i
                               (unsigned long long)rows);
     }
     uint64_t nbytes;
-    bool fits = layout == ZR_PACKED ? zr_mul_ok(total, row_bytes, &nbytes)
+    bool fits = layout != ZR_PADDED ? zr_mul_ok(total, row_bytes, &nbytes)
                                     : zr_mul_ok(n, width, &nbytes) &&
                                           zr_mul_ok(nbytes, row_bytes, &nbytes);
     if (!fits || nbytes > SIZE_MAX)
         return zr_err(ZR_ETOOBIG, "a dense batch of %zu records does not fit in memory", n);
 
     zr_ragged_dense *d = zr_calloc(1, sizeof *d);
-    if (!d || !(d->data = zr_malloc(nbytes ? (size_t)nbytes : 1)) ||
-        !(d->lengths = zr_malloc((n ? n : 1) * sizeof *d->lengths)) ||
-        !(d->offsets = zr_malloc((n + 1) * sizeof *d->offsets))) {
+    if (!d || !(d->lengths = zr_malloc((n ? n : 1) * sizeof *d->lengths)) ||
+        !(d->offsets = zr_malloc((n + 1) * sizeof *d->offsets)) ||
+        (flat && !(d->shapes = zr_malloc((n * rec_ndim > 0 ? n * rec_ndim : 1) * sizeof *d->shapes)))) {
         zr_ragged_dense_free(d);
-        return zr_err(ZR_ENOMEM, "allocating a dense batch of %llu bytes",
-                      (unsigned long long)nbytes);
+        return zr_err(ZR_ENOMEM, "allocating a dense batch of %zu records", n);
     }
     d->n = n;
     d->layout = layout;
     d->nbytes = nbytes;
+    d->rec_ndim = rec_ndim;
     uint32_t lead = 0;
     if (layout == ZR_PADDED) {
         d->shape[lead++] = n;
@@ -286,25 +313,196 @@ ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, i
     for (uint32_t k = 0; k < row_ndim; k++)
         d->shape[lead + k] = row_shape[k];
     d->ndim = lead + row_ndim;
-
-    uint8_t *dst = d->data;
-    uint64_t at = 0; /* rows so far */
+    uint64_t at = 0; /* rows (items when flat) so far */
     for (size_t k = 0; k < n; k++) {
-        uint64_t r = view_rows(&recs[k]);
+        uint64_t r = 0;
+        if (flat) {
+            view_items(&recs[k], &r);
+            for (uint32_t j = 0; j < rec_ndim; j++)
+                d->shapes[k * rec_ndim + j] = (int64_t)recs[k].shape[j];
+        } else {
+            r = view_rows(&recs[k]);
+        }
         d->lengths[k] = (int64_t)r;
         d->offsets[k] = (int64_t)at;
-        memcpy(dst, recs[k].data, recs[k].nbytes);
-        dst += recs[k].nbytes;
-        if (layout == ZR_PADDED) {
-            uint64_t gap = (width - r) * row_bytes;
-            fill_items(dst, gap, pad, itemsize);
-            dst += gap;
-        }
         at += r;
     }
     d->offsets[n] = (int64_t)at;
+    *row_bytes_out = row_bytes;
     *out = d;
     return 0;
+}
+
+ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, int layout,
+                             uint64_t rows, const void *pad, zr_ragged_dense **out)
+{
+    if (!out)
+        return zr_err(ZR_EINVAL, "zr_ragged_densify: NULL out");
+    zr_ragged_dense *d;
+    uint64_t row_bytes;
+    int rc = dense_meta(recs, n, itemsize, layout, rows, &d, &row_bytes);
+    if (rc != 0)
+        return rc;
+    if (!(d->data = zr_malloc(d->nbytes ? (size_t)d->nbytes : 1))) {
+        zr_ragged_dense_free(d);
+        return zr_err(ZR_ENOMEM, "allocating a dense batch of %llu bytes",
+                      (unsigned long long)d->nbytes);
+    }
+    uint8_t *dst = d->data;
+    uint64_t width = layout == ZR_PADDED ? d->shape[1] : 0;
+    for (size_t k = 0; k < n; k++) {
+        memcpy(dst, recs[k].data, recs[k].nbytes);
+        dst += recs[k].nbytes;
+        if (layout == ZR_PADDED) {
+            uint64_t gap = (width - (uint64_t)d->lengths[k]) * row_bytes;
+            fill_items(dst, gap, pad, itemsize);
+            dst += gap;
+        }
+    }
+    *out = d;
+    return 0;
+}
+
+/* ---- packed batches gathered in place -------------------------------
+ *
+ * A gather writes each record whole, shape prefix then payload, at the
+ * offset it is given. Packed, the payloads must end up back to back, so
+ * record k is gathered at P[k] - pre, where P[k] is its payload's place
+ * and pre its prefix's length: the prefix lands on the last pre bytes of
+ * record k - 1's payload. Two records gathered at the same time must not
+ * overlap, so the batch goes in two passes, odd records then even ones:
+ * a record's prefix then lands on a neighbour of the other pass. After
+ * the odd pass, their prefixes are read (they are where the even records'
+ * payload tails go); before the even pass, the odd records' tails that
+ * the even prefixes will cover are put aside, and they are put back
+ * after it. Record 0, whose prefix would land before the batch, is
+ * gathered first, alone, into a buffer of its own, and its prefix gives
+ * pre; its payload is copied into place last. The passes are disjoint
+ * when every payload but the last is at least pre bytes long (a
+ * record's region, prefix and payload, then ends before the next
+ * record of its pass begins) and every record has record 0's number of
+ * dimensions; the sizes tell the first before anything is read, the
+ * prefixes the second after. Either failing, the caller takes the
+ * two-step path (gather, then copy). */
+
+/* Gather records idx[k] for k = first, first + 2, ... < n at pos[k] - pre. */
+static int gather_pass(zr_store *s, const uint64_t *idx, size_t n, size_t first,
+                       const uint64_t *pos, uint64_t pre, uint8_t *data, uint64_t *sub_idx,
+                       uint64_t *sub_off)
+{
+    size_t m = 0;
+    for (size_t k = first; k < n; k += 2) {
+        sub_idx[m] = idx[k];
+        sub_off[m++] = pos[k] - pre;
+    }
+    return m ? zr_engine_gather(s, sub_idx, m, data, sub_off) : 0;
+}
+
+/* Read the prefixes of records first, first + 2, ... < n, now at
+ * pos[k] - pre, into views of their payloads at pos[k]. Returns 1 when a
+ * record has another number of dimensions than nd (its payload is not
+ * where it should be). */
+static int read_prefixes(const zr_store *s, const uint64_t *sizes, size_t n, size_t first,
+                         const uint64_t *pos, uint64_t pre, uint32_t nd, uint8_t *data,
+                         zr_view *views)
+{
+    for (size_t k = first; k < n; k += 2) {
+        int rc = zr_ragged_view(data + pos[k] - pre, sizes[k], s->id.itemsize, &views[k]);
+        if (rc != 0)
+            return rc;
+        if (views[k].ndim != nd)
+            return 1;
+        views[k].data = data + pos[k];
+    }
+    return 0;
+}
+
+/* The packed layouts gathered in place, as the comment above says: 0
+ * with *out made, 1 when the batch cannot be (nothing is left
+ * allocated), or an error. */
+static int gather_packed_inplace(zr_store *s, const uint64_t *idx, size_t n, int layout,
+                                 zr_ragged_dense **out)
+{
+    if (n < 2)
+        return 1;
+    uint64_t itemsize = s->id.itemsize;
+    uint64_t *sizes = zr_malloc(n * sizeof *sizes);
+    uint64_t *pos = zr_malloc((n + 1) * sizeof *pos);
+    uint64_t *sub_idx = zr_malloc(((n + 1) / 2) * sizeof *sub_idx);
+    uint64_t *sub_off = zr_malloc(((n + 1) / 2) * sizeof *sub_off);
+    zr_view *views = zr_malloc(n * sizeof *views);
+    uint8_t *first = NULL, *data = NULL, *tails = NULL;
+    zr_ragged_dense *d = NULL;
+    int rc = 0;
+    if (!sizes || !pos || !sub_idx || !sub_off || !views) {
+        rc = zr_err(ZR_ENOMEM, "gathering a packed batch of %zu records", n);
+        goto done;
+    }
+    if ((rc = zr_ragged_sizes(s, idx, n, sizes)) != 0)
+        goto done;
+    /* Record 0 alone: its prefix says how long the others' should be. */
+    if (!(first = zr_malloc(sizes[0] ? sizes[0] : 1))) {
+        rc = zr_err(ZR_ENOMEM, "gathering a packed batch of %zu records", n);
+        goto done;
+    }
+    uint64_t zero = 0;
+    if ((rc = zr_engine_gather(s, idx, 1, first, &zero)) != 0 ||
+        (rc = zr_ragged_view(first, sizes[0], itemsize, &views[0])) != 0)
+        goto done;
+    uint32_t nd = views[0].ndim;
+    uint64_t pre = 8 * (1 + (uint64_t)nd);
+    pos[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        /* A record shorter than the prefix, or than two of them when
+         * another follows, breaks the passes' disjointness. */
+        if (sizes[k] < pre + (k + 1 < n ? pre : 0)) {
+            rc = 1;
+            goto done;
+        }
+        pos[k + 1] = pos[k] + sizes[k] - pre;
+    }
+    if (pos[n] > SIZE_MAX) {
+        rc = zr_err(ZR_ETOOBIG, "a packed batch of %llu bytes does not fit in memory",
+                    (unsigned long long)pos[n]);
+        goto done;
+    }
+    if (!(data = zr_malloc(pos[n] ? (size_t)pos[n] : 1)) ||
+        !(tails = zr_malloc((n / 2 + 1) * pre))) {
+        rc = zr_err(ZR_ENOMEM, "allocating a packed batch of %llu bytes",
+                    (unsigned long long)pos[n]);
+        goto done;
+    }
+    /* Odd records, then their prefixes before the even records cover them. */
+    if ((rc = gather_pass(s, idx, n, 1, pos, pre, data, sub_idx, sub_off)) != 0 ||
+        (rc = read_prefixes(s, sizes, n, 1, pos, pre, nd, data, views)) != 0)
+        goto done;
+    /* Even records from 2: their prefixes cover the odd records' tails,
+     * which are put aside first and back after. */
+    for (size_t k = 2, t = 0; k < n; k += 2, t++)
+        memcpy(tails + t * pre, data + pos[k] - pre, pre);
+    if ((rc = gather_pass(s, idx, n, 2, pos, pre, data, sub_idx, sub_off)) != 0 ||
+        (rc = read_prefixes(s, sizes, n, 2, pos, pre, nd, data, views)) != 0)
+        goto done;
+    for (size_t k = 2, t = 0; k < n; k += 2, t++)
+        memcpy(data + pos[k] - pre, tails + t * pre, pre);
+    memcpy(data, views[0].data, views[0].nbytes);
+    views[0].data = data;
+    uint64_t row_bytes;
+    if ((rc = dense_meta(views, n, itemsize, layout, 0, &d, &row_bytes)) != 0)
+        goto done;
+    d->data = data;
+    data = NULL;
+    *out = d;
+done:
+    zr_free(sizes);
+    zr_free(pos);
+    zr_free(sub_idx);
+    zr_free(sub_off);
+    zr_free(views);
+    zr_free(first);
+    zr_free(data);
+    zr_free(tails);
+    return rc;
 }
 
 ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
@@ -315,6 +513,11 @@ ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, in
     *out = NULL;
     if (s->id.kind != ZR_RAGGED)
         return zr_err(ZR_EKIND, "%s is a Dense store: its batches are dense already", s->path);
+    if ((layout == ZR_PACKED || layout == ZR_PACKED_FLAT) && rows == 0 && (n == 0 || idx)) {
+        int rc = gather_packed_inplace(s, idx, n, layout, out);
+        if (rc != 1)
+            return rc;
+    }
     zr_ragged_batch *b;
     int rc = zr_gather_ragged_alloc(s, idx, n, &b);
     if (rc != 0)

@@ -56,6 +56,8 @@ int main(void)
     FIELD(zr_ragged_dense, data);
     FIELD(zr_ragged_dense, lengths);
     FIELD(zr_ragged_dense, offsets);
+    FIELD(zr_ragged_dense, rec_ndim);
+    FIELD(zr_ragged_dense, shapes);
 
     STRUCT(zr_store_stats);
     FIELD(zr_store_stats, size);
@@ -156,6 +158,7 @@ int main(void)
     CONST(ZR_NOMAP);
     CONST(ZR_PADDED);
     CONST(ZR_PACKED);
+    CONST(ZR_PACKED_FLAT);
     CONST(ZR_TIER_FAST);
     CONST(ZR_TIER_BALANCED);
     CONST(ZR_TIER_MAX);

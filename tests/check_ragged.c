@@ -506,6 +506,191 @@ START_TEST(ragged_dense_scalars_and_empty_batches)
 }
 END_TEST
 
+/* A Ragged store of int32 records of random 2-D shapes (rows in [1, 9],
+ * columns in [1, 7]), item i of record k being 1000 * k + i; shapes[2k],
+ * shapes[2k + 1] give record k's. */
+static zr_store *mixed_source(const char *name, size_t n, int codec, uint64_t *shapes)
+{
+    char *path = zt_path(name);
+    zr_store *s;
+    zr_create_opts o = ZR_CREATE_OPTS_INIT;
+    o.codec = codec;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &o));
+    free(path);
+    uint64_t seed = 12345;
+    int32_t v[9 * 7];
+    for (size_t k = 0; k < n; k++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        shapes[2 * k] = 1 + (seed >> 33) % 9;
+        shapes[2 * k + 1] = 1 + (seed >> 45) % 7;
+        for (uint64_t i = 0; i < shapes[2 * k] * shapes[2 * k + 1]; i++)
+            v[i] = (int32_t)(1000 * k + i);
+        zr_rec rec = {.data = v, .shape = &shapes[2 * k], .ndim = 2};
+        ZR_OK_CALL(zr_append_ragged(s, "<i4", &rec, 1, NULL));
+    }
+    return s;
+}
+
+/* Check a ZR_PACKED_FLAT batch of records idx[0..n) of mixed_source. */
+static void check_flat(const zr_ragged_dense *d, const uint64_t *idx, size_t n,
+                       const uint64_t *shapes)
+{
+    ck_assert_int_eq(d->layout, ZR_PACKED_FLAT);
+    ck_assert_uint_eq(d->n, n);
+    ck_assert_uint_eq(d->ndim, 1);
+    ck_assert_uint_eq(d->rec_ndim, 2);
+    const int32_t *v = d->data;
+    int64_t at = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t rows = shapes[2 * idx[k]], cols = shapes[2 * idx[k] + 1];
+        ck_assert_int_eq(d->shapes[2 * k], (int64_t)rows);
+        ck_assert_int_eq(d->shapes[2 * k + 1], (int64_t)cols);
+        ck_assert_int_eq(d->offsets[k], at);
+        ck_assert_int_eq(d->lengths[k], (int64_t)(rows * cols));
+        for (uint64_t i = 0; i < rows * cols; i++)
+            ck_assert_int_eq(v[at + (int64_t)i], (int32_t)(1000 * idx[k] + i));
+        at += (int64_t)(rows * cols);
+    }
+    ck_assert_int_eq(d->offsets[n], at);
+    ck_assert_uint_eq(d->shape[0], (uint64_t)at);
+    ck_assert_uint_eq(d->nbytes, (uint64_t)at * sizeof(int32_t));
+}
+
+/* Packed flat: records of any shapes, their items back to back, their
+ * shapes beside. Batches of odd and even sizes, repeats, both codecs:
+ * these records (16-byte prefixes, payloads of 4 to 252 bytes) are
+ * gathered in place whenever no payload but the last is under 16 bytes,
+ * and in two steps otherwise; either way the batch must equal the
+ * records. */
+START_TEST(ragged_packed_flat_holds_records_of_any_shape)
+{
+    enum { N = 300 };
+    static const size_t sizes[] = {1, 2, 3, 4, 7, 64, 257};
+    int codec = _i ? ZR_CODEC_ZSTD : ZR_CODEC_RAW;
+    uint64_t shapes[2 * N];
+    zr_store *s = mixed_source("flat", N, codec, shapes);
+    uint64_t idx[257], seed = 99;
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+        size_t n = sizes[t];
+        for (int round = 0; round < 2; round++) {
+            for (size_t k = 0; k < n; k++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                /* Round 1 keeps to records of 4 items or more (16 bytes),
+                 * so that the batch is gathered in place. */
+                do
+                    idx[k] = (seed >> 33) % N, seed += 0x9e3779b97f4a7c15ull;
+                while (round == 1 && shapes[2 * idx[k]] * shapes[2 * idx[k] + 1] < 4);
+            }
+            zr_ragged_dense *d;
+            ZR_OK_CALL(zr_gather_ragged_dense(s, idx, n, ZR_PACKED_FLAT, 0, NULL, &d));
+            check_flat(d, idx, n, shapes);
+            zr_ragged_dense_free(d);
+        }
+    }
+    zr_close(s);
+}
+END_TEST
+
+/* The in-place gather puts a record's prefix on its neighbour's payload
+ * and the neighbour's bytes back after: records whose payloads are
+ * exactly the prefix's length, the least it allows, and batches where a
+ * short record (under the prefix) sits first, in the middle or last. */
+START_TEST(ragged_packed_in_place_at_its_limits)
+{
+    /* 1-D int32 records: lengths 4 (16 bytes, the prefix's length), 1
+     * (4 bytes, shorter) and 9. */
+    static const uint64_t lens[] = {4, 1, 9, 4, 4};
+    int codec = _i ? ZR_CODEC_ZSTD : ZR_CODEC_RAW;
+    char *path = zt_path("limits");
+    zr_store *s;
+    zr_create_opts o = ZR_CREATE_OPTS_INIT;
+    o.codec = codec;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", &o));
+    free(path);
+    for (size_t k = 0; k < 5; k++) {
+        int32_t v[9];
+        for (uint64_t i = 0; i < lens[k]; i++)
+            v[i] = (int32_t)(100 * k + i);
+        zr_rec rec = {.data = v, .shape = &lens[k], .ndim = 1};
+        ZR_OK_CALL(zr_append_ragged(s, "<i4", &rec, 1, NULL));
+    }
+    static const uint64_t batches[][6] = {
+        {0, 3, 4, 0, 3, 4}, {0, 4, 3, 2, 0, 3}, {1, 0, 3, 4, 0, 2},
+        {0, 3, 1, 4, 0, 3}, {0, 3, 4, 2, 3, 1}, {2, 2, 2, 2, 2, 2},
+    };
+    for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+        for (int layout = ZR_PACKED; layout <= ZR_PACKED_FLAT; layout++) {
+            zr_ragged_dense *d;
+            ZR_OK_CALL(zr_gather_ragged_dense(s, batches[b], 6, layout, 0, NULL, &d));
+            const int32_t *v = d->data;
+            int64_t at = 0;
+            for (size_t k = 0; k < 6; k++) {
+                uint64_t r = batches[b][k];
+                ck_assert_int_eq(d->offsets[k], at);
+                ck_assert_int_eq(d->lengths[k], (int64_t)lens[r]);
+                for (uint64_t i = 0; i < lens[r]; i++)
+                    ck_assert_int_eq(v[at + (int64_t)i], (int32_t)(100 * r + i));
+                at += (int64_t)lens[r];
+            }
+            ck_assert_uint_eq(d->shape[0], (uint64_t)at);
+            if (layout == ZR_PACKED_FLAT) {
+                ck_assert_uint_eq(d->rec_ndim, 1);
+                for (size_t k = 0; k < 6; k++)
+                    ck_assert_int_eq(d->shapes[k], (int64_t)lens[batches[b][k]]);
+            } else {
+                ck_assert_ptr_null(d->shapes);
+                ck_assert_uint_eq(d->rec_ndim, 0);
+            }
+            zr_ragged_dense_free(d);
+        }
+    }
+    zr_close(s);
+}
+END_TEST
+
+/* Flat packing needs one number of dimensions; packing by rows (ZR_PACKED)
+ * still needs one row shape, and names the layout that does not. */
+START_TEST(ragged_packed_flat_refuses_mixed_dimensions)
+{
+    int32_t items[6] = {1, 2, 3, 4, 5, 6};
+    zr_view views[3] = {{.data = items, .nbytes = 24, .ndim = 2, .shape = {2, 3}},
+                        {.data = items, .nbytes = 8, .ndim = 1, .shape = {2}},
+                        {.data = items, .nbytes = 16, .ndim = 2, .shape = {2, 2}}};
+    zr_ragged_dense *d = NULL;
+    ZR_FAIL_CALL(zr_ragged_densify(views, 3, 4, ZR_PACKED_FLAT, 0, NULL, &d), ZR_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "record 1 has 1 dimensions"));
+    ZR_FAIL_CALL(zr_ragged_densify(views, 3, 4, ZR_PACKED_FLAT, 2, NULL, &d), ZR_EINVAL);
+    views[1] = views[2];
+    ZR_FAIL_CALL(zr_ragged_densify(views, 3, 4, ZR_PACKED, 0, NULL, &d), ZR_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "ZR_PACKED_FLAT"));
+    ZR_OK_CALL(zr_ragged_densify(views, 3, 4, ZR_PACKED_FLAT, 0, NULL, &d));
+    ck_assert_uint_eq(d->shape[0], 6 + 4 + 4);
+    ck_assert_int_eq(d->shapes[5], 2);
+    ck_assert_int_eq(d->offsets[2], 10);
+    ck_assert_int_eq(((int32_t *)d->data)[13], 4);
+    zr_ragged_dense_free(d);
+
+    /* Through a store: a scalar record among 1-D ones goes the two-step
+     * way and is refused there. */
+    char *path = zt_path("nd");
+    zr_store *s;
+    ZR_OK_CALL(zr_ragged_create(&s, path, "<i4", NULL));
+    free(path);
+    uint64_t five = 5;
+    zr_rec recs[2] = {{.data = items, .shape = &five, .ndim = 1}, {.data = items, .ndim = 0}};
+    ZR_OK_CALL(zr_append_ragged(s, "<i4", recs, 2, NULL));
+    uint64_t idx[] = {0, 1, 0};
+    ZR_FAIL_CALL(zr_gather_ragged_dense(s, idx, 3, ZR_PACKED_FLAT, 0, NULL, &d), ZR_ESHAPE);
+    ck_assert_ptr_null(d);
+    /* Packed by rows, a scalar is one row of shape (): it fits. */
+    ZR_OK_CALL(zr_gather_ragged_dense(s, idx, 3, ZR_PACKED, 0, NULL, &d));
+    ck_assert_uint_eq(d->shape[0], 11);
+    ck_assert_int_eq(((int32_t *)d->data)[5], 1);
+    zr_ragged_dense_free(d);
+    zr_close(s);
+}
+END_TEST
+
 Suite *suite_ragged(void)
 {
     Suite *s = suite_create("ragged");
@@ -525,6 +710,9 @@ Suite *suite_ragged(void)
     tcase_add_test(tc, ragged_packed_batch_holds_the_records_back_to_back);
     tcase_add_test(tc, ragged_dense_refuses_what_it_cannot_lay_out);
     tcase_add_test(tc, ragged_dense_scalars_and_empty_batches);
+    tcase_add_loop_test(tc, ragged_packed_flat_holds_records_of_any_shape, 0, 2);
+    tcase_add_loop_test(tc, ragged_packed_in_place_at_its_limits, 0, 2);
+    tcase_add_test(tc, ragged_packed_flat_refuses_mixed_dimensions);
     suite_add_tcase(s, tc);
     return s;
 }

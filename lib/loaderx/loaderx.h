@@ -327,15 +327,23 @@ ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
 
 /* Layouts of a Ragged batch made dense, for models that take tensors. A
  * record of shape (L, *row) is L rows of shape row (a scalar record is one
- * row of shape ()); every record of a batch must have the same row shape.
+ * row of shape ()); for ZR_PADDED and ZR_PACKED every record of a batch
+ * must have the same row shape.
  *  - ZR_PADDED: shape (n, R, *row), record k in rows [0, lengths[k]) of
  *    slice k and the pad item in the rest; R is the longest record's
  *    rows, or the fixed number of rows asked for.
  *  - ZR_PACKED: shape (sum of lengths, *row), the records back to back,
  *    record k in rows [offsets[k], offsets[k + 1]) (what variable-length
- *    attention kernels call cu_seqlens). Nothing is padded. */
+ *    attention kernels call cu_seqlens). Nothing is padded.
+ *  - ZR_PACKED_FLAT: the payloads back to back whatever their shapes, as
+ *    one dimension of items: shape (sum of lengths), record k in items
+ *    [offsets[k], offsets[k + 1]), lengths[k] its items, and its shape in
+ *    shapes[k * rec_ndim ..]. The records must have the same number of
+ *    dimensions (rec_ndim), any sizes: images of different heights and
+ *    widths, token matrices of different widths. */
 #define ZR_PADDED 1
 #define ZR_PACKED 2
+#define ZR_PACKED_FLAT 3
 
 /* A Ragged batch made dense. Allocated by the library, freed with
  * zr_ragged_dense_free. */
@@ -349,7 +357,14 @@ typedef struct zr_ragged_dense {
     int64_t *lengths;                 /* n entries: the rows of each record */
     int64_t *offsets;                 /* n + 1 entries: the first row of each
                                        * record when packed, offsets[n] the
-                                       * total (set for both layouts) */
+                                       * total (set for every layout); in
+                                       * items for ZR_PACKED_FLAT */
+    uint32_t rec_ndim;                /* ZR_PACKED_FLAT: the records'
+                                       * dimensions; 0 otherwise */
+    int64_t *shapes;                  /* ZR_PACKED_FLAT: n * rec_ndim
+                                       * entries, record k's shape from
+                                       * shapes[k * rec_ndim]; NULL for the
+                                       * other layouts */
 } zr_ragged_dense;
 
 /* Make n gathered Ragged records (views, as zr_gather_ragged_alloc or a
@@ -358,17 +373,24 @@ typedef struct zr_ragged_dense {
  * longest record, a positive number to exactly that many rows. pad is one
  * item (itemsize bytes) to fill the padding with, or NULL for zero bytes.
  * n may be 0 (shape (0, rows) or (0)).
- * Errors: ZR_EINVAL (NULL argument, unknown layout, rows with ZR_PACKED, a
- * view whose bytes do not match its shape), ZR_ESHAPE (records of
- * different row shapes, a record longer than rows), ZR_ETOOBIG (the batch
- * would not fit in memory's address range), ZR_ENOMEM.
- * Thread-safe; touches no store. */
+ * Errors: ZR_EINVAL (NULL argument, unknown layout, rows with a packed
+ * layout, a view whose bytes do not match its shape), ZR_ESHAPE (records
+ * of different row shapes for ZR_PADDED and ZR_PACKED, of different
+ * numbers of dimensions for ZR_PACKED_FLAT, a record longer than rows),
+ * ZR_ETOOBIG (the batch would not fit in memory's address range),
+ * ZR_ENOMEM. Thread-safe; touches no store. */
 ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, int layout,
                              uint64_t rows, const void *pad, zr_ragged_dense **out);
 
 /* Gather the Ragged records idx[0..n) of s and make them dense, as
- * zr_ragged_densify says, in one call. Errors: those of zr_gather_ragged
- * and of zr_ragged_densify. Thread rules: as a gather. */
+ * zr_ragged_densify says, in one call. The packed layouts are gathered
+ * in place: each record's payload is decoded or copied straight to its
+ * place in data and its shape prefix into the gap a neighbour leaves
+ * for it, so the batch is written once (zr_gather_ragged then
+ * zr_ragged_densify write it twice). Records with payloads shorter than
+ * their shape prefix, or whose numbers of dimensions differ, take the
+ * two-step path. Errors: those of zr_gather_ragged and of
+ * zr_ragged_densify. Thread rules: as a gather. */
 ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
                                   uint64_t rows, const void *pad, zr_ragged_dense **out);
 

@@ -60,6 +60,8 @@ typedef struct zr_ragged_dense {
     void *data;
     int64_t *lengths;
     int64_t *offsets;
+    uint32_t rec_ndim;
+    int64_t *shapes;
 } zr_ragged_dense;
 
 typedef struct zr_stats {
@@ -261,6 +263,7 @@ ZR_NOMAP = 2
 
 ZR_PADDED = 1
 ZR_PACKED = 2
+ZR_PACKED_FLAT = 3
 
 ZR_TIER_FAST = 0
 ZR_TIER_BALANCED = 1

@@ -89,15 +89,34 @@ class _Memory:
                                     "version": 3}
 
 
-_LAYOUTS = {"list": None, "padded": _lib.ZR_PADDED, "packed": _lib.ZR_PACKED}
+_LAYOUTS = {"list": None, "padded": _lib.ZR_PADDED, "packed": _lib.ZR_PACKED,
+            "packed_flat": _lib.ZR_PACKED_FLAT}
+
+# The arrays that come with a Ragged stream made dense, by layout: the
+# suffixes of their names in the batch dict.
+_EXTRAS = {_lib.ZR_PADDED: ("_lengths",), _lib.ZR_PACKED: ("_offsets",),
+           _lib.ZR_PACKED_FLAT: ("_offsets", "_shapes")}
+
+
+def _dense_columns(out, name, layout, arrays):
+    """File a dense Ragged stream's arrays under their names in out."""
+    values, lengths, offsets, shapes = arrays
+    out[name] = values
+    if layout == _lib.ZR_PADDED:
+        out[name + "_lengths"] = lengths
+    else:
+        out[name + "_offsets"] = offsets
+    if layout == _lib.ZR_PACKED_FLAT:
+        out[name + "_shapes"] = shapes
 
 
 class _Stream:
     """What the binding needs to know of one stream to read its columns."""
 
-    __slots__ = ("name", "dense", "dtype", "item_shape", "layout", "pad")
+    __slots__ = ("name", "dense", "dtype", "item_shape", "layout", "pad",
+                 "rows")
 
-    def __init__(self, name, store, layout=None, pad=None):
+    def __init__(self, name, store, layout=None, pad=None, rows=0):
         self.name = name
         self.dense = store._kind == _lib.ZR_DENSE
         self.dtype = store.dtype
@@ -106,6 +125,8 @@ class _Stream:
         # item (a cffi buffer, or NULL for zeros).
         self.layout = layout
         self.pad = pad
+        # Padded: the fixed rows to pad to, 0 for the batch's longest.
+        self.rows = rows
 
 
 def _columns(b, streams, lease):
@@ -122,13 +143,9 @@ def _columns(b, streams, lease):
         if s.layout is not None:
             dense = ffi.new("zr_ragged_dense **")
             check(lib.zr_ragged_densify(col.views, size, s.dtype.itemsize,
-                                        s.layout, 0, s.pad, dense))
-            values, lengths, offsets = dense_arrays(dense[0], s.dtype)
-            out[s.name] = values
-            if s.layout == _lib.ZR_PADDED:
-                out[s.name + "_lengths"] = lengths
-            else:
-                out[s.name + "_offsets"] = offsets
+                                        s.layout, s.rows, s.pad, dense))
+            _dense_columns(out, s.name, s.layout,
+                           dense_arrays(dense[0], s.dtype))
             continue
         recs = []
         for i in range(size):
@@ -197,7 +214,7 @@ class _Handle:
         self.closing = False
         self.stores = stores
         layouts = layouts or {}
-        self.streams = [_Stream(n, s, *layouts.get(n, (None, None)))
+        self.streams = [_Stream(n, s, *layouts.get(n, (None, None, 0)))
                         for n, s in zip(names, stores)]
         self.transform = None
         self.callback = None
@@ -343,12 +360,26 @@ def _identity(batch):
     return batch
 
 
-def _layouts(names, stores, ragged, pad):
-    """{name: (ZR_PADDED or ZR_PACKED, pad item)} of the Ragged streams
-    to make dense, from the ragged and pad arguments."""
+def _layouts(names, stores, ragged, pad, length=None):
+    """{name: (layout, pad item, rows)} of the Ragged streams to make
+    dense, from the ragged, pad and length arguments."""
     per = ragged if isinstance(ragged, Mapping) else \
         {n: ragged for n, s in zip(names, stores) if s._kind == _lib.ZR_RAGGED}
     kinds = dict(zip(names, stores))
+    lengths = length if isinstance(length, Mapping) else \
+        {n: length for n, lay in per.items() if lay == "padded"} \
+        if length is not None else {}
+    if length is not None and not lengths:
+        raise invalid("length is given but no stream is padded: it is the "
+                      "rows padded streams are padded to")
+    for name, rows in lengths.items():
+        if per.get(name) != "padded":
+            raise invalid(f"length is given for {name!r}, which is not a "
+                          "padded stream: only padded streams have a length")
+        if not isinstance(rows, (int, np.integer)) or \
+                isinstance(rows, bool) or not 1 <= rows < 2**63:
+            raise invalid(f"length must be a positive integer, not "
+                          f"{rows!r}")
     out = {}
     for name, layout in per.items():
         if name not in kinds:
@@ -361,12 +392,14 @@ def _layouts(names, stores, ragged, pad):
         if kinds[name]._kind != _lib.ZR_RAGGED:
             raise invalid(f"stream {name!r} is Dense: only Ragged streams "
                           "are padded or packed")
-        extra = name + ("_lengths" if layout == "padded" else "_offsets")
-        if extra in kinds:
-            raise invalid(f"the {layout} stream {name!r} comes with "
-                          f"{extra!r}, which is also a stream's name")
+        for suffix in _EXTRAS[_LAYOUTS[layout]]:
+            if name + suffix in kinds:
+                raise invalid(f"the {layout} stream {name!r} comes with "
+                              f"{name + suffix!r}, which is also a stream's "
+                              "name")
         p = pad.get(name, 0) if isinstance(pad, Mapping) else pad
-        out[name] = (_LAYOUTS[layout], _pad_item(p, kinds[name].dtype))
+        out[name] = (_LAYOUTS[layout], _pad_item(p, kinds[name].dtype),
+                     int(lengths.get(name) or 0))
     return out
 
 
@@ -375,7 +408,7 @@ class DataLoader:
 
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
     start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1,
-    mmap=True, ragged="list", pad=0)
+    mmap=True, ragged="list", pad=0, length=None)
 
     streams maps names to stores (DenseStore or RaggedStore) that all
     hold the same number of records, or to the paths of such stores,
@@ -397,10 +430,23 @@ class DataLoader:
     each record followed by pad up to the batch's longest, L, with its
     lengths as an int64 array under NAME_lengths) or "packed" (the
     records back to back in one array, with the int64 offsets of each
-    under NAME_offsets, batch_size + 1 of them). A dict gives a layout
-    per stream; pad may be a dict too. The library lays the batch out on
-    the loader's worker threads (RaggedStore.padded says which records
-    can be).
+    under NAME_offsets, batch_size + 1 of them) or "packed_flat" (records
+    of any shapes with one number of dimensions, their items back to back
+    in one 1-D array, with int64 NAME_offsets in items and NAME_shapes of
+    shape (batch_size, ndim)). A dict gives a layout per stream; pad may
+    be a dict too. The library lays the batch out on the loader's worker
+    threads (RaggedStore.padded and .packed say which records can be).
+
+    length (an int, or a dict by stream) pads the padded streams to that
+    many rows in every batch instead of to the batch's longest record, so
+    that every batch has the same shape (what a JAX step compiled for one
+    shape needs). A record longer than length is refused, not truncated:
+    the step that draws it raises ShapeMismatchError, naming the record
+    and its length. Cutting it would train on data the store does not
+    hold without saying so, and which part to keep (the head, the tail, a
+    window) is the model's choice; the lengths array always gives the
+    rows that are the record's. Choose length at least the longest
+    record's, or cut the records when they are written.
 
     The stream never ends, but len(loader) is the number of steps of one
     cycle, ``n // (batch_size * world)``: in CYCLIC mode every record is
@@ -417,7 +463,8 @@ class DataLoader:
 
     def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
-                 rank=0, world=1, mmap=True, ragged="list", pad=0):
+                 rank=0, world=1, mmap=True, ragged="list", pad=0,
+                 length=None):
         if not isinstance(streams, Mapping) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
                           "or path")
@@ -440,7 +487,7 @@ class DataLoader:
                 stores.append(s)
             self._create(names, stores, batch_size, mode, seed, start_step,
                          transform, prefetch, workers, rank, world,
-                         ragged, pad)
+                         ragged, pad, length)
         except BaseException:
             for s in owned:
                 s.close()
@@ -448,7 +495,8 @@ class DataLoader:
         self._handle.owned = owned
 
     def _create(self, names, stores, batch_size, mode, seed, start_step,
-                transform, prefetch, workers, rank, world, ragged, pad):
+                transform, prefetch, workers, rank, world, ragged, pad,
+                length):
         lengths = {n: len(s) for n, s in zip(names, stores)}
         if len(set(lengths.values())) != 1:
             raise invalid("the streams differ in length: " + ", ".join(
@@ -470,7 +518,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
-        layouts = _layouts(names, stores, ragged, pad)
+        layouts = _layouts(names, stores, ragged, pad, length)
         opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
         opts.batch = int(batch_size)
@@ -491,7 +539,8 @@ class DataLoader:
         self._batch_size = int(batch_size)
         self._n = lengths[names[0]]
         # What load_state_dict needs to make the loader again at a step.
-        self._remake = (int(prefetch), int(workers), transform, ragged, pad)
+        self._remake = (int(prefetch), int(workers), transform, ragged, pad,
+                        length)
 
     def __iter__(self):
         return self
@@ -555,11 +604,11 @@ class DataLoader:
                 or not 0 <= step < 2**64:
             raise invalid(f"the state's step {step!r} is not in [0, 2**64)")
         old = self._handle
-        prefetch, workers, transform, ragged, pad = self._remake
+        prefetch, workers, transform, ragged, pad, length = self._remake
         seed, rank, world = self._params
         self._create(list(self._names), list(old.stores), self._batch_size,
                      self._mode, seed, int(step), transform, prefetch,
-                     workers, rank, world, ragged, pad)
+                     workers, rank, world, ragged, pad, length)
         self._handle.owned, old.owned = old.owned, []
         old.close()
 

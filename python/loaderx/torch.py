@@ -54,8 +54,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import _lib
-from .dataloader import DataLoader, _layouts
+from .dataloader import DataLoader, _dense_columns, _layouts
 from .errors import invalid
 from .zrecord import _Store, open_store
 from .zsampler import Sampler, _mode
@@ -76,7 +75,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     StreamDataset(streams, batch_size, mode="cyclic", seed=0, rank=None,
     world=None, prefetch=2, threads=1, transform=None, mmap=True,
-    ragged="list", pad=0)
+    ragged="list", pad=0, length=None)
 
     streams maps names to store paths or to read-only stores (of equal
     length); each process and each torch worker opens them read-only for
@@ -85,15 +84,17 @@ class StreamDataset(torch.utils.data.IterableDataset):
     prefetch and threads are the loaderx DataLoader's prefetch and workers
     on the num_workers=0 path; transform maps each batch dict (NumPy
     arrays, Ragged streams as lists) to the item, on the loader's threads
-    or in the torch worker. ragged and pad are the loaderx DataLoader's:
-    "padded" or "packed" makes each Ragged stream one tensor (with
-    NAME_lengths or NAME_offsets), which torch hands over far more
-    cheaply than a list of tensors.
+    or in the torch worker. ragged, pad and length are the loaderx
+    DataLoader's: "padded", "packed" or "packed_flat" makes each Ragged
+    stream one tensor (with NAME_lengths, or NAME_offsets and for
+    packed_flat NAME_shapes), which torch hands over far more cheaply
+    than a list of tensors; length pads to a fixed number of rows, the
+    same shape every step, and refuses longer records.
     """
 
     def __init__(self, streams, batch_size, mode="cyclic", seed=0, rank=None,
                  world=None, prefetch=2, threads=1, transform=None,
-                 mmap=True, ragged="list", pad=0):
+                 mmap=True, ragged="list", pad=0, length=None):
         super().__init__()
         if not isinstance(streams, dict) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
@@ -133,12 +134,13 @@ class StreamDataset(torch.utils.data.IterableDataset):
                 raise invalid("the streams differ in length: " + ", ".join(
                     f"{n}={v}" for n, v in lengths.items()))
             # Checked here, with the stores' kinds, not first in a worker.
-            _layouts(list(paths), stores, ragged, pad)
+            _layouts(list(paths), stores, ragged, pad, length)
         finally:
             for s in stores:
                 s.close()
         self._ragged = ragged
         self._pad = pad
+        self._length = length
         self._n = lengths[next(iter(paths))]
         sampler = Sampler(self._n, batch_size, _mode(mode), seed=seed,
                           rank=rank, world=world)
@@ -234,7 +236,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
                             prefetch=self._prefetch, workers=self._threads,
                             rank=self._rank, world=self._world,
                             mmap=self._mmap, ragged=self._ragged,
-                            pad=self._pad)
+                            pad=self._pad, length=self._length)
         try:
             for step in range(first, end):
                 batch = next(loader)
@@ -257,7 +259,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
         sampler = Sampler(self._n, self._batch_size, self._mode,
                           seed=self._seed, rank=self._rank, world=self._world)
         layouts = _layouts(list(stores), list(stores.values()), self._ragged,
-                           self._pad)
+                           self._pad, self._length)
         try:
             for step in range(first, end, stride):
                 idx = sampler.batch(step)
@@ -266,13 +268,10 @@ class StreamDataset(torch.utils.data.IterableDataset):
                     if n not in layouts:
                         batch[n] = s[idx]
                         continue
-                    values, lengths, offsets = s._dense(idx, layouts[n][0], 0,
-                                                        self._pad_of(n))
-                    batch[n] = values
-                    if layouts[n][0] == _lib.ZR_PADDED:
-                        batch[n + "_lengths"] = lengths
-                    else:
-                        batch[n + "_offsets"] = offsets
+                    layout, _, rows = layouts[n]
+                    _dense_columns(batch, n, layout,
+                                   s._dense(idx, layout, rows,
+                                            self._pad_of(n)))
                 if self._transform is not None:
                     batch = self._transform(batch)
                 yield batch

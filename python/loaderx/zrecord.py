@@ -804,11 +804,11 @@ class RaggedStore(_Store):
                     isinstance(length, bool) or length < 1:
                 raise invalid(f"length must be a positive integer, not "
                               f"{length!r}")
-        values, lengths, _ = self._dense(key, _lib.ZR_PADDED,
-                                         int(length or 0), pad)
+        values, lengths, _, _ = self._dense(key, _lib.ZR_PADDED,
+                                            int(length or 0), pad)
         return values, lengths
 
-    def packed(self, key):
+    def packed(self, key, flat=False):
         """The selected records back to back, and where each begins.
 
         Returns (values, offsets): values of shape (T, *row), the records'
@@ -817,8 +817,23 @@ class RaggedStore(_Store):
         values[offsets[k]:offsets[k + 1]] (the cu_seqlens of
         variable-length attention). Records must agree in shape after
         their first dimension, as for padded().
+
+        flat=True packs records of any shapes that have the same number
+        of dimensions (images of different sizes, say) and returns
+        (values, offsets, shapes): values one-dimensional, every record's
+        items back to back, offsets in items, and shapes int64 of shape
+        (B, ndim), so that record k is
+        values[offsets[k]:offsets[k + 1]].reshape(shapes[k]).
+
+        The library gathers each payload straight to its place in values
+        (no second copy of the batch) whenever every record but the last
+        holds at least as many bytes as its shape prefix.
         """
-        values, _, offsets = self._dense(key, _lib.ZR_PACKED, 0, None)
+        if flat:
+            values, _, offsets, shapes = self._dense(
+                key, _lib.ZR_PACKED_FLAT, 0, None)
+            return values, offsets, shapes
+        values, _, offsets, _ = self._dense(key, _lib.ZR_PACKED, 0, None)
         return values, offsets
 
     def _dense(self, key, layout, rows, pad):
@@ -959,7 +974,8 @@ class _CMemory:
 
 
 def dense_arrays(d, dtype):
-    """(values, lengths, offsets) of a zr_ragged_dense, which they own."""
+    """(values, lengths, offsets, shapes) of a zr_ragged_dense, which they
+    own; shapes is None but for ZR_PACKED_FLAT."""
     d = ffi.gc(d, lib.zr_ragged_dense_free)
     n = int(d.n)
     shape = tuple(int(x) for x in d.shape[0:d.ndim])
@@ -970,7 +986,13 @@ def dense_arrays(d, dtype):
                                   (n,), "<i8"))
     offsets = np.asarray(_CMemory(d, int(ffi.cast("uintptr_t", d.offsets)),
                                   (n + 1,), "<i8"))
-    return values, lengths, offsets
+    shapes = None
+    if d.layout == _lib.ZR_PACKED_FLAT:
+        nd = int(d.rec_ndim)
+        shapes = np.asarray(_CMemory(d, int(ffi.cast("uintptr_t", d.shapes)),
+                                     (n, nd), "<i8")) if n * nd else \
+            np.zeros((n, nd), dtype=np.int64)
+    return values, lengths, offsets, shapes
 
 
 def _pad_item(pad, dtype):

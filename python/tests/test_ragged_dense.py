@@ -163,3 +163,122 @@ def test_bad_layouts_raise(tokens):
         DataLoader(streams, batch_size=2, ragged={"other": "packed"})
     # packed leaves the name free: it adds tokens_offsets.
     DataLoader(streams, batch_size=2, ragged="packed").close()
+
+
+@pytest.fixture
+def pictures(rng):
+    """Records of shape (h, w, 3) with h and w of their own: only their
+    number of dimensions is shared. The first three hold fewer bytes than
+    their shape prefix (32 bytes), which the library packs in two steps
+    instead of in place."""
+    shapes = [(1, 1, 3), (1, 2, 3), (2, 1, 3)] + \
+        [(4 + (i * 7) % 9, 3 + (i * 5) % 6, 3) for i in range(3, N)]
+    recs = [rng.integers(0, 256, size=s, dtype=np.uint8) for s in shapes]
+    for codec in ("raw", "zstd"):
+        with RaggedStore.create("pictures-" + codec, np.uint8,
+                                codec=codec) as s:
+            s.append(recs)
+    return recs
+
+
+def unpack_flat(values, offsets, shapes):
+    return [values[offsets[k]:offsets[k + 1]].reshape(shapes[k])
+            for k in range(len(shapes))]
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("key", [[5, 0, 17, 5, 40], list(range(3, N)),
+                                 [0, 1, 2, 9], [9, 2], [59]])
+def test_flat_packing_holds_records_of_any_shape(pictures, codec, key):
+    rs = RaggedStore.open("pictures-" + codec, readonly=True)
+    values, offsets, shapes = rs.packed(key, flat=True)
+    picked = [pictures[i] for i in key]
+    assert values.ndim == 1 and values.dtype == np.uint8
+    assert offsets.dtype == np.int64 and shapes.dtype == np.int64
+    assert shapes.shape == (len(key), 3)
+    np.testing.assert_array_equal(shapes, [r.shape for r in picked])
+    np.testing.assert_array_equal(
+        offsets, np.concatenate([[0], np.cumsum([r.size for r in picked])]))
+    for got, want in zip(unpack_flat(values, offsets, shapes), picked):
+        np.testing.assert_array_equal(got, want)
+    # Packing by rows needs one row shape, which these do not share.
+    with pytest.raises(ShapeMismatchError, match="PACKED_FLAT"):
+        rs.packed([0, 1])
+
+
+def test_flat_packing_refuses_mixed_dimensions():
+    with RaggedStore.create("nd", np.float32) as s:
+        s.append([np.ones((2, 3), np.float32), np.ones(4, np.float32)])
+    rs = RaggedStore.open("nd", readonly=True)
+    with pytest.raises(ShapeMismatchError, match="dimensions"):
+        rs.packed([0, 1], flat=True)
+    values, offsets, shapes = rs.packed([1, 1], flat=True)
+    np.testing.assert_array_equal(shapes, [[4], [4]])
+    np.testing.assert_array_equal(offsets, [0, 4, 8])
+
+
+def test_the_loader_packs_flat(pictures):
+    with DenseStore.create("ids", np.int64, codec="raw") as s:
+        s.append(np.arange(N, dtype=np.int64))
+    loader = DataLoader({"ids": "ids", "pictures": "pictures-zstd"},
+                        batch_size=8, seed=4, ragged="packed_flat",
+                        workers=2)
+    sampler = Sampler(N, 8, "cyclic", seed=4)
+    for step in range(8):
+        batch = next(loader)
+        idx = sampler.batch(step)
+        np.testing.assert_array_equal(batch["ids"], idx)
+        got = unpack_flat(batch["pictures"], batch["pictures_offsets"],
+                          batch["pictures_shapes"])
+        for g, i in zip(got, idx):
+            np.testing.assert_array_equal(g, pictures[i])
+    loader.close()
+
+
+def test_the_loader_pads_to_a_fixed_length(tokens):
+    """length gives every batch one shape; a longer record is refused at
+    its step, not cut, and the loader goes on with the next step."""
+    loader = DataLoader({"tokens": "tokens"}, batch_size=4, seed=3,
+                        ragged="padded", pad=-1, length=13, workers=2)
+    sampler = Sampler(N, 4, "cyclic", seed=3)
+    for step in range(6):
+        batch = next(loader)
+        picked = [tokens[i] for i in sampler.batch(step)]
+        want, lengths = pad_by_hand(picked, -1, 13)
+        assert batch["tokens"].shape == (4, 13)
+        np.testing.assert_array_equal(batch["tokens"], want)
+        np.testing.assert_array_equal(batch["tokens_lengths"], lengths)
+    loader.close()
+
+    # The records are 1 to 13 tokens long: with length 6, a step that
+    # draws a longer one raises, and a step that does not is served.
+    loader = DataLoader({"tokens": "tokens"}, batch_size=1, seed=3,
+                        ragged="padded", length=6)
+    sampler = Sampler(N, 1, "cyclic", seed=3)
+    outcomes = set()
+    for step in range(12):
+        i = int(sampler.batch(step)[0])
+        if len(tokens[i]) > 6:
+            with pytest.raises(ShapeMismatchError, match="more than the 6"):
+                next(loader)
+            outcomes.add("refused")
+        else:
+            batch = next(loader)
+            assert batch["tokens"].shape == (1, 6)
+            np.testing.assert_array_equal(
+                batch["tokens"][0, :len(tokens[i])], tokens[i])
+            outcomes.add("served")
+    assert outcomes == {"refused", "served"}
+    loader.close()
+
+
+def test_bad_lengths_raise(tokens):
+    for bad in (0, -3, 2.5, True, "8"):
+        with pytest.raises(InvalidArgumentError, match="length"):
+            DataLoader({"tokens": "tokens"}, batch_size=2, ragged="padded",
+                       length=bad)
+    with pytest.raises(InvalidArgumentError, match="not a padded stream"):
+        DataLoader({"tokens": "tokens"}, batch_size=2, ragged="packed",
+                   length={"tokens": 8})
+    with pytest.raises(InvalidArgumentError, match="no stream is padded"):
+        DataLoader({"tokens": "tokens"}, batch_size=2, length=8)

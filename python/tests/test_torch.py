@@ -266,6 +266,24 @@ def test_padded_ragged_streams_come_as_one_tensor(paths, workers):
     assert k == STEPS - 1
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_fixed_length_gives_every_step_one_shape(paths, workers):
+    ds = StreamDataset({"ids": "ids", "tokens": "tokens"}, batch_size=B,
+                       seed=6, ragged="padded", pad=-1, length=9)
+    sampler = Sampler(N, B, "cyclic", seed=6)
+    loader = StepLoader(ds, num_workers=workers, timeout=60 if workers else 0)
+    for k, batch in enumerate(loader):
+        idx = sampler.batch(k)
+        tokens = batch["tokens"].numpy()
+        assert tokens.shape == (B, 9)
+        lengths = 1 + idx % 7
+        np.testing.assert_array_equal(batch["tokens_lengths"].numpy(), lengths)
+        for row, i in enumerate(idx):
+            assert (tokens[row, :lengths[row]] == i).all()
+            assert (tokens[row, lengths[row]:] == -1).all()
+    assert k == STEPS - 1
+
+
 def train(batches):
     """A few steps of SGD on a linear model; its final weights."""
     torch.manual_seed(0)
