@@ -18,11 +18,13 @@
  * the mapping, zero-copy. When they are not, the request goes to one of
  * these threads, and the loop goes back for the next request:
  *
- *   - A Dense raw record on a read-only mount is read with pread(2) from
- *     its chunk file (zr_record_extent), just the requested bytes, into a
- *     buffer the reply is sent from. A buffered read at a random offset
- *     reads only its pages; a stream of reads in order gets the kernel's
- *     read-ahead on the chunk file.
+ *   - A Dense raw record on a read-only mount is spliced from its chunk
+ *     file (zr_record_extent) to the device: the loop first asks the disk
+ *     for the record (POSIX_FADV_WILLNEED), so that the read is under way
+ *     while a thread wakes up, and the thread's splice copies the pages to
+ *     the reader's as they arrive, with no copy through this process. A
+ *     read at a random offset reads only the record's pages; a stream of
+ *     reads in order gets the kernel's read-ahead on the chunk file.
  *   - Any other record (Ragged, compressed, read-write mounts) is decoded
  *     by the library's gather (zfs_rec_get), which plans the reads of a
  *     handle whose files are not in memory (doc/cold-reads.md), and is
@@ -30,20 +32,20 @@
  *
  * Each thread waits for one read at a time, so THREADS readers' files are
  * read at once, which is what plain files on a disk give THREADS readers.
- * A request's buffer is freed once its reply is sent: nothing is kept.
+ * A decoded record is freed once its reply is sent, and a splice needs
+ * only its thread's pipe (libfuse's, up to 1 MiB): nothing is kept.
  * Under the multi-threaded loop the request's own thread reads, since
  * libfuse already runs one per waiting request.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "fs/base.h"
 #include "fs/cold.h"
-#include "fs/loop.h"
 #include "fs/record.h"
 #include "lib/workq.h"
 
@@ -66,7 +68,13 @@ struct job {
 static struct zr_workq queue = ZR_WORKQ_INIT;
 static bool running;
 
-/* Bytes [off, off + size) of Dense raw record j->index, read from its
+/* A reply of a memory piece (the NPY header) and a file piece. */
+struct reply_bufs {
+    struct fuse_bufvec v; /* its buf[0], then more */
+    struct fuse_buf more;
+};
+
+/* Bytes [off, off + size) of Dense raw record j->index, sent from its
  * chunk file; the reply is sent here. Returns 0 once sent, or a negative
  * errno for the caller to reply with. */
 static int read_dense(const struct job *j)
@@ -79,31 +87,21 @@ static int read_dense(const struct job *j)
         return 0;
     }
     uint64_t end = total - start < j->size ? total : start + j->size;
-    struct iovec iov[2];
-    int cnt = 0;
+    struct reply_bufs rb = {.v = FUSE_BUFVEC_INIT(0)};
+    rb.v.count = 0;
+    struct fuse_buf *bufs = rb.v.buf;
     if (start < hdr) {
-        iov[cnt].iov_base = st->dense_hdr + start;
-        iov[cnt++].iov_len = (size_t)((end < hdr ? end : hdr) - start);
+        bufs[rb.v.count++] = (struct fuse_buf){
+            .size = (size_t)((end < hdr ? end : hdr) - start),
+            .mem = st->dense_hdr + start,
+        };
     }
-    char *buf = NULL;
     const void *span = NULL;
     int rc = 0;
+    pthread_rwlock_rdlock(&st->lock);
     if (end > hdr) {
-        /* The rest of the record is read too, up to READ_MORE, though
-         * the request may want less: the kernel asks for a file in pieces
-         * (its read-ahead window), and a read that starts where the last
-         * one on the chunk file ended looks sequential to the chunk's own
-         * read-ahead, which would then read far past the record (measured:
-         * twice the bytes of random 147 KiB records). */
-        uint64_t p0 = (start > hdr ? start : hdr) - hdr, n = end - hdr - p0;
-        uint64_t want = st->width - p0 < READ_MORE ? st->width - p0 : READ_MORE;
-        if (want < n)
-            want = n;
-        if (!(buf = malloc((size_t)want)))
-            return -ENOMEM;
         int fd;
         uint64_t at, size;
-        pthread_rwlock_rdlock(&st->lock);
         int zrc = zr_record_extent(st->zs, j->index, &fd, &at, &size);
         if (zrc != 0) {
             fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: record %llu: %s\n", st->path,
@@ -111,28 +109,30 @@ static int read_dense(const struct job *j)
             rc = -zfs_errno(zrc);
         } else if (size != st->width) {
             rc = -EIO; /* the library checked the entry: never seen */
+        } else {
+            uint64_t p0 = (start > hdr ? start : hdr) - hdr, n = end - hdr - p0;
+            bufs[rb.v.count++] = (struct fuse_buf){
+                .size = (size_t)n,
+                .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY,
+                .fd = fd,
+                .pos = (off_t)(at + p0),
+            };
+            if (zr_record_span(st->zs, j->index, &span, &size) != 0)
+                span = NULL;
         }
-        for (uint64_t got = 0; rc == 0 && got < want;) {
-            ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(at + p0 + got));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                rc = -EIO; /* the entry lies inside the file: short is an error */
-            else
-                got += (uint64_t)k;
-        }
-        if (rc == 0 && zr_record_span(st->zs, j->index, &span, &size) != 0)
-            span = NULL;
-        pthread_rwlock_unlock(&st->lock);
-        iov[cnt].iov_base = buf;
-        iov[cnt++].iov_len = (size_t)n;
     }
     if (rc == 0) {
-        atomic_fetch_add(&zfs_loop_helpers, 1); /* the copy takes a CPU */
-        fuse_reply_iov(j->req, iov, cnt);
-        atomic_fetch_sub(&zfs_loop_helpers, 1);
+        /* The reply is spliced from the chunk file to the device
+         * (FUSE_CAP_SPLICE_WRITE, asked for in op_init): the kernel
+         * copies from the page cache to the reader's pages, where a
+         * pread into a buffer and a write from it went through this
+         * process (the write of a 128 KiB reply alone took 57-300 us).
+         * libfuse falls back to a read and a write when it cannot
+         * splice, and answers the request with the error itself when
+         * both fail. A read-only mount keeps the descriptor valid. */
+        fuse_reply_data(j->req, &rb.v, FUSE_BUF_SPLICE_MOVE);
     }
-    free(buf);
+    pthread_rwlock_unlock(&st->lock);
     /* The pages just read are cached but not mapped: the next read of
      * this record, served from the mapping, would take a page fault per
      * 16 pages (20-40 us each here, doc/cold-reads.md). Mapping them now,
@@ -187,6 +187,30 @@ void zfs_cold_stop(void)
     running = false;
 }
 
+/* Ask the disk for bytes [off, off + size) of Dense raw record i of st,
+ * and the rest of the record up to READ_MORE, without waiting. Called by
+ * the loop before it hands the request on, so the disk read starts while
+ * a cold thread wakes up (40-80 us on an idle virtual CPU), and the
+ * splice in read_dense finds the pages on their way. The rest of the
+ * record is asked for though the request may want less: the kernel may
+ * ask for a file in pieces (its read-ahead window), and a read that
+ * starts where the last one on the chunk file ended looks sequential to
+ * the chunk's own read-ahead, which would then read far past the record
+ * (measured: twice the bytes of random 147 KiB records). The caller
+ * holds st->lock shared. */
+static void start_dense(struct zfs_store *st, uint64_t i, size_t size, off_t off)
+{
+    uint64_t hdr = st->dense_hdr_len, start = (uint64_t)off;
+    if (size == 0 || start >= hdr + st->width)
+        return;
+    uint64_t p0 = start > hdr ? start - hdr : 0;
+    uint64_t want = st->width - p0 < READ_MORE ? st->width - p0 : READ_MORE;
+    int fd;
+    uint64_t at, n;
+    if (want > 0 && zr_record_extent(st->zs, i, &fd, &at, &n) == 0 && n == st->width)
+        posix_fadvise(fd, (off_t)(at + p0), (off_t)want, POSIX_FADV_WILLNEED);
+}
+
 bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, struct zfs_handle *h,
                    uint64_t i, size_t size, off_t off)
 {
@@ -197,6 +221,8 @@ bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, stru
      * the kernel is asked. */
     pthread_rwlock_rdlock(&st->lock);
     bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
+    if (cold && st->direct && st->kind == ZR_DENSE)
+        start_dense(st, i, size, off);
     pthread_rwlock_unlock(&st->lock);
     if (!cold)
         return false;

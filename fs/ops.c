@@ -53,6 +53,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * their offsets (gather.c); libfuse asks for it by default. */
     if (conn->capable & FUSE_CAP_ASYNC_DIO)
         conn->want |= FUSE_CAP_ASYNC_DIO;
+    /* The read-ahead the daemon set for this mount (zrecordfs.c): the
+     * kernel keeps the smaller of it and this, and libfuse offers the
+     * kernel's value from before the mount, 128 KiB by default. */
+    if (conn->max_readahead < ZFS_READ_AHEAD_KB * 1024)
+        conn->max_readahead = ZFS_READ_AHEAD_KB * 1024;
+    /* Cold record files are answered by splicing from the chunk file
+     * (cold.c); other replies are written as before. */
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+        conn->want |= FUSE_CAP_SPLICE_WRITE;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
