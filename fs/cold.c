@@ -39,6 +39,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -68,10 +69,11 @@ struct job {
 static struct zr_workq queue = ZR_WORKQ_INIT;
 static bool running;
 
-/* A reply of a memory piece (the NPY header) and a file piece. */
-struct reply_bufs {
-    struct fuse_bufvec v; /* its buf[0], then more */
-    struct fuse_buf more;
+/* A reply of a memory piece (the NPY header) and a file piece: a
+ * fuse_bufvec with room for two buffers (it declares one). */
+union reply_bufs {
+    struct fuse_bufvec v;
+    unsigned char room[offsetof(struct fuse_bufvec, buf) + 2 * sizeof(struct fuse_buf)];
 };
 
 /* Bytes [off, off + size) of Dense raw record j->index, sent from its
@@ -87,7 +89,7 @@ static int read_dense(const struct job *j)
         return 0;
     }
     uint64_t end = total - start < j->size ? total : start + j->size;
-    struct reply_bufs rb = {.v = FUSE_BUFVEC_INIT(0)};
+    union reply_bufs rb = {.v = FUSE_BUFVEC_INIT(0)};
     rb.v.count = 0;
     struct fuse_buf *bufs = rb.v.buf;
     if (start < hdr) {
@@ -130,7 +132,7 @@ static int read_dense(const struct job *j)
          * libfuse falls back to a read and a write when it cannot
          * splice, and answers the request with the error itself when
          * both fail. A read-only mount keeps the descriptor valid. */
-        fuse_reply_data(j->req, &rb.v, FUSE_BUF_SPLICE_MOVE);
+        fuse_reply_data(j->req, &rb.v, 0);
     }
     pthread_rwlock_unlock(&st->lock);
     /* The pages just read are cached but not mapped: the next read of

@@ -299,7 +299,15 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
         return 0;
     }
     *stored = phys;
+    /* A Ragged record's prefix not in memory is read with the record (a
+     * fault on the mapping would read megabytes around it). */
+    bool in_memory = true;
     if (st->direct) {
+        pthread_rwlock_rdlock(&st->lock);
+        in_memory = zr_records_cached(st->zs, &i, 1) != 0;
+        pthread_rwlock_unlock(&st->lock);
+    }
+    if (st->direct && in_memory) {
         /* The prefix is in the mapping: reading it decodes nothing. */
         struct zfs_rec d;
         rc = zfs_rec_span(fs, st, i, &d);

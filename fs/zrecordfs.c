@@ -238,9 +238,9 @@ static void raise_read_ahead(const char *mnt)
         /* mountinfo writes space, tab, newline and backslash as \ooo. */
         size_t k = 0;
         for (const char *c = esc; *c && k + 1 < sizeof point; k++) {
-            unsigned o;
-            if (c[0] == '\\' && sscanf(c + 1, "%3o", &o) == 1) {
-                point[k] = (char)o;
+            if (c[0] == '\\' && c[1] >= '0' && c[1] <= '3' && c[2] >= '0' && c[2] <= '7' &&
+                c[3] >= '0' && c[3] <= '7') {
+                point[k] = (char)((c[1] - '0') << 6 | (c[2] - '0') << 3 | (c[3] - '0'));
                 c += 4;
             } else {
                 point[k] = *c++;

@@ -39,17 +39,17 @@ struct cs_stat {
 #define MINCORE_PAGES 64
 
 /* Where record i lies: from the layout when it is known (no read of the
- * record table), else from its checked entry. */
+ * record table), else from its checked entry, read from the mapping when
+ * the handle reads from memory and with a read of its own when not (a
+ * fault on a mapping of a table not in memory reads megabytes around the
+ * entry). */
 static int record_loc(zr_store *s, uint64_t i, struct zr_loc *l)
 {
     if (i < atomic_load_explicit(&s->laid_out, memory_order_acquire)) {
         zr_layout_loc(s, i, l);
         return 0;
     }
-    unsigned rs = zr_read_enter(s);
-    int rc = zr_loc_read(s, i, l);
-    zr_read_leave(s, rs);
-    return rc;
+    return zr_batch_locs(s, &i, 1, l, atomic_load(&s->read_mode) != ZR_READ_MAPPED);
 }
 
 /* 1 when every page of bytes [off, off + len) of chunk file `chunk` is

@@ -349,7 +349,7 @@ ZR_API void zr_ragged_batch_free(zr_ragged_batch *b);
  * zr_ragged_dense_free. */
 typedef struct zr_ragged_dense {
     size_t n;                         /* records */
-    int layout;                       /* ZR_PADDED or ZR_PACKED */
+    int layout;                       /* ZR_PADDED, ZR_PACKED or ZR_PACKED_FLAT */
     uint32_t ndim;                    /* dimensions of data */
     uint64_t shape[ZR_MAX_NDIM + 1];  /* the first ndim entries are valid */
     uint64_t nbytes;                  /* bytes of data */
