@@ -4,9 +4,8 @@
  * A raw store on a read-only mount serves a record file from the library's
  * mapping (record.c): the kernel copies the reply out of it. When the
  * record is not cached, that copy page-faults on the loop's thread, and
- * each fault reads up to read_ahead_kb around its page (8 MiB on the
- * project's machine), one fault at a time: 96 MiB/s for random 147 KiB
- * record files where plain files on ext4 gave 566-665 MiB/s
+ * each fault reads up to read_ahead_kb around its page, one fault at a
+ * time: random record files then read far slower than plain files do
  * (doc/fs-benchmarks.md, "Cold reads"). A compressed store, or any store
  * on a read-write mount, decodes the record on the loop's thread, which
  * waits for the disk there too, so that a second reader waits for the
@@ -42,7 +41,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fs/base.h"
@@ -137,14 +135,12 @@ static int read_dense(const struct job *j)
     pthread_rwlock_unlock(&st->lock);
     /* The pages just read are cached but not mapped: the next read of
      * this record, served from the mapping, would take a page fault per
-     * 16 pages (20-40 us each here, doc/cold-reads.md). Mapping them now,
-     * after the reply, keeps that off the loop's thread. A read-only
-     * mount's mapping stays valid (nothing deletes or compacts). */
-    if (span) {
-        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uintptr_t a = (uintptr_t)span & ~(page - 1), b = (uintptr_t)span + (uintptr_t)st->width;
-        madvise((void *)a, b - a, MADV_POPULATE_READ);
-    }
+     * 16 pages, dear on a virtual machine (doc/cold-reads.md). Mapping
+     * them now, after the reply, keeps that off the loop's thread. A
+     * read-only mount's mapping stays valid (nothing deletes or
+     * compacts). */
+    if (span)
+        zfs_populate(span, st->width);
     return rc;
 }
 
@@ -192,7 +188,8 @@ void zfs_cold_stop(void)
 /* Ask the disk for bytes [off, off + size) of Dense raw record i of st,
  * and the rest of the record up to READ_MORE, without waiting. Called by
  * the loop before it hands the request on, so the disk read starts while
- * a cold thread wakes up (40-80 us on an idle virtual CPU), and the
+ * a cold thread wakes up (tens of microseconds on an idle virtual CPU:
+ * doc/cold-reads.md), and the
  * splice in read_dense finds the pages on their way. The rest of the
  * record is asked for though the request may want less: the kernel may
  * ask for a file in pieces (its read-ahead window), and a read that

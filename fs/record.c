@@ -483,7 +483,13 @@ static void populate(struct zfs_store *st, uint64_t i)
 {
     const void *p;
     uint64_t size;
-    if (zr_record_span(st->zs, i, &p, &size) != 0 || size == 0)
+    if (zr_record_span(st->zs, i, &p, &size) == 0)
+        zfs_populate(p, size);
+}
+
+void zfs_populate(const void *p, uint64_t size)
+{
+    if (size == 0)
         return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)p & ~(page - 1), b = (uintptr_t)p + (uintptr_t)size;

@@ -12,6 +12,11 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
  * neither cached nor counted, with record i pointing into the mapping.
  * Returns 0 or a negative errno (-ENOENT past the end). */
 int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_rec *r);
+
+/* Map the pages of [p, p + size) of a mapping into this process now
+ * (MADV_POPULATE_READ), reading them from the disk if they must be, so
+ * that a later copy out of them takes no page fault. Advice only. */
+void zfs_populate(const void *p, uint64_t size);
 /* Reply to req with bytes [off, off + size) of the file of r: the NPY
  * header (if any) followed by the payload. */
 void zfs_rec_reply(fuse_req_t req, const struct zfs_rec *r, size_t size, off_t off);

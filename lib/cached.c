@@ -19,21 +19,10 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine.h"
-
-/* cachestat(2), Linux 6.5; C libraries older than the call lack it. */
-#ifndef SYS_cachestat
-#define SYS_cachestat 451
-#endif
-struct cs_range {
-    uint64_t off, len;
-};
-struct cs_stat {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
+#include "io.h"
 
 /* Pages mincore checks per call where cachestat is missing. */
 #define MINCORE_PAGES 64
@@ -59,13 +48,12 @@ static int range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t a = off / page * page, b = (off + len + page - 1) / page * page;
-    struct cs_range r = {a, b - a};
-    struct cs_stat cs;
+    struct zr_cachestat cs;
     int fd;
     int rc = zr_file_fd(s, &s->chunks, chunk, ZR_FD_READ, &fd);
     if (rc != 0)
         return rc;
-    long got = syscall(SYS_cachestat, fd, &r, &cs, 0);
+    int got = zr_cachestat(fd, a, b - a, &cs);
     int err = errno;
     zr_file_put(s, &s->chunks, chunk);
     if (got == 0)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <limits.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -172,4 +173,17 @@ void zr_populate(const void *p, size_t n, bool write)
     uintptr_t a = (uintptr_t)p / page * page;
     if (n >= 2 * page)
         madvise((void *)a, (uintptr_t)p + n - a, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
+
+/* C libraries older than cachestat(2) lack its number. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+
+int zr_cachestat(int fd, uint64_t off, uint64_t len, struct zr_cachestat *out)
+{
+    struct {
+        uint64_t off, len;
+    } range = {off, len};
+    return syscall(SYS_cachestat, fd, &range, out, 0) == 0 ? 0 : -1;
 }

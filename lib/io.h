@@ -69,4 +69,13 @@ int zr_write_file_atomic(int dirfd, const char *name, const void *buf, size_t le
  * refuses the advice, which changes nothing. */
 void zr_populate(const void *p, size_t n, bool write);
 
+/* What cachestat(2) (Linux 6.5) says of pages [off, off + len) of the
+ * open file fd (len 0: to the end): pages in the page cache, and of them
+ * dirty and under write-back. Returns 0, or -1 with errno set (ENOSYS
+ * where the kernel, or valgrind, does not know the call). */
+struct zr_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+int zr_cachestat(int fd, uint64_t off, uint64_t len, struct zr_cachestat *out);
+
 #endif

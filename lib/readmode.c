@@ -37,9 +37,9 @@ uint64_t zr_now_ns(void)
 
 /* The longest a mapped block of `records` records and `bytes` decoded
  * bytes may take before it counts as having waited for the disk: far
- * above what copying (1 ns a byte) or decoding (5 ns a byte) costs,
- * plus 20 us a record and 1 ms for a thread switched out meanwhile, and
- * below a read from the disk per record (about 100 us here). */
+ * above what copying or decoding its bytes costs, with room per record
+ * and for a thread switched out meanwhile, and below a read from the
+ * disk per record (the figures are in doc/cold-reads.md). */
 static uint64_t slow_limit(const zr_store *s, size_t records, uint64_t bytes)
 {
     uint64_t per_byte = s->codec == ZR_CODEC_RAW ? 1 : 5;

@@ -48,7 +48,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -679,18 +678,6 @@ static bool table_wants_huge_pages(const struct zr_ftable *t, uint32_t n)
     return total <= (uint64_t)pages / 4 * (uint64_t)page;
 }
 
-/* cachestat(2), Linux 6.5: how many pages of a file range are cached. C
- * libraries older than the call lack its number and structures. */
-#ifndef SYS_cachestat
-#define SYS_cachestat 451
-#endif
-struct zr_cachestat_range {
-    uint64_t off, len;
-};
-struct zr_cachestat {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-
 /* A file counts as in memory when at most this share of its pages
  * (1 / RESIDENT_SLACK) is not. */
 #define RESIDENT_SLACK 100
@@ -718,12 +705,11 @@ int zr_tables_resident(zr_store *s)
             const struct zr_file *f = zr_ftable_at(t, i);
             uint64_t size = atomic_load_explicit(&f->size, memory_order_relaxed);
             uint64_t pages = (size + (uint64_t)page - 1) / (uint64_t)page;
-            struct zr_cachestat_range r = {0, 0};
             struct zr_cachestat cs;
             int fd;
             if (zr_file_fd(s, t, i, ZR_FD_READ, &fd) != 0)
                 return -1;
-            long rc = syscall(SYS_cachestat, fd, &r, &cs, 0);
+            int rc = zr_cachestat(fd, 0, 0, &cs);
             zr_file_put(s, t, i);
             if (rc != 0)
                 return -1;

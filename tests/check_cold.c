@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "io.h"
 #include "tests/faults.h"
 #include "tests/helpers.h"
 #include "tests/records.h"
@@ -59,16 +60,6 @@
 
 /* ---- the store's folder and its pages ------------------------------- */
 
-#ifndef SYS_cachestat
-#define SYS_cachestat 451
-#endif
-struct cs_range {
-    uint64_t off, len;
-};
-struct cs_stat {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-
 /* Pages of the open file fd in the page cache, from cachestat(2), or -1
  * where it is missing (Linux before 6.5, and valgrind, which does not
  * know the call). mincore(2) on a mapping of the file is no substitute:
@@ -76,10 +67,9 @@ struct cs_stat {
  * is a program, and so brings in the pages it was to look at. */
 static int64_t cached_pages(int fd, uint64_t *dirty, uint64_t *writeback)
 {
-    struct cs_range r = {0, 0};
-    struct cs_stat st;
+    struct zr_cachestat st;
     *dirty = *writeback = 0;
-    if (syscall(SYS_cachestat, fd, &r, &st, 0) != 0)
+    if (zr_cachestat(fd, 0, 0, &st) != 0)
         return -1;
     *dirty = st.nr_dirty;
     *writeback = st.nr_writeback;

@@ -98,6 +98,25 @@ _EXTRAS = {_lib.ZR_PADDED: ("_lengths",), _lib.ZR_PACKED: ("_offsets",),
            _lib.ZR_PACKED_FLAT: ("_offsets", "_shapes")}
 
 
+def _saved_step(state, mine, kind, noun, bound):
+    """The step of a saved state (a dict from state_dict()), checked
+    against this object's own state mine: the sampling parameters must be
+    the same, or the step would mean other records."""
+    if not isinstance(state, Mapping) or "step" not in state:
+        raise invalid(f"a {kind} state is the dict state_dict() "
+                      f"returns, not {state!r:.80}")
+    for key in ("batch_size", "mode", "seed", "world", "n"):
+        if key in state and state[key] != mine[key]:
+            raise invalid(f"the state was saved with {key}="
+                          f"{state[key]!r}, this {noun} has {key}="
+                          f"{mine[key]!r}")
+    step = state["step"]
+    if not isinstance(step, (int, np.integer)) or isinstance(step, bool) \
+            or not 0 <= step < bound:
+        raise invalid(f"the state's step {step!r} is not in [0, {bound})")
+    return int(step)
+
+
 def _dense_columns(out, name, layout, arrays):
     """File a dense Ragged stream's arrays under their names in out."""
     values, lengths, offsets, shapes = arrays
@@ -590,19 +609,7 @@ class DataLoader:
         every rank stands at the same step, so the state one rank saved
         serves them all. Batches already taken stay valid.
         """
-        if not isinstance(state, Mapping) or "step" not in state:
-            raise invalid("a DataLoader state is the dict state_dict() "
-                          f"returns, not {state!r:.80}")
-        mine = self.state_dict()
-        for key in ("batch_size", "mode", "seed", "world", "n"):
-            if key in state and state[key] != mine[key]:
-                raise invalid(f"the state was saved with {key}="
-                              f"{state[key]!r}, this loader has {key}="
-                              f"{mine[key]!r}")
-        step = state["step"]
-        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) \
-                or not 0 <= step < 2**64:
-            raise invalid(f"the state's step {step!r} is not in [0, 2**64)")
+        step = _saved_step(state, self.state_dict(), "DataLoader", "loader", 2**64)
         old = self._handle
         prefetch, workers, transform, ragged, pad, length = self._remake
         seed, rank, world = self._params

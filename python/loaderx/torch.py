@@ -54,7 +54,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from .dataloader import DataLoader, _dense_columns, _layouts
+from .dataloader import DataLoader, _dense_columns, _layouts, _saved_step
 from .errors import invalid
 from .zrecord import _Store, open_store
 from .zsampler import Sampler, _mode
@@ -198,20 +198,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
         """Start the next iteration at the saved step, in its epoch. The
         state must come from the same sampling (seed, mode, batch size,
         world, number of records); any rank's state will do."""
-        if not isinstance(state, dict) or "step" not in state:
-            raise invalid("a StreamDataset state is the dict state_dict() "
-                          f"returns, not {state!r:.80}")
-        mine = self.state_dict()
-        for key in ("batch_size", "mode", "seed", "world", "n"):
-            if key in state and state[key] != mine[key]:
-                raise invalid(f"the state was saved with {key}="
-                              f"{state[key]!r}, this dataset has {key}="
-                              f"{mine[key]!r}")
-        step = state["step"]
-        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) \
-                or not 0 <= step < 2**63:
-            raise invalid(f"the state's step {step!r} is not a step")
-        step = int(step)
+        step = _saved_step(state, self.state_dict(), "StreamDataset", "dataset", 2**63)
         self._epoch = step // self._len
         self._resume = step
         self._position = step
