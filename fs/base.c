@@ -44,6 +44,8 @@ int zfs_errno(int zr_code)
         return ENOSPC;
     case ZR_ELIMIT:
         return EMFILE;
+    case ZR_EACCESS:
+        return EACCES;
     case ZR_EIO:
     case ZR_ECORRUPT:
     case ZR_ECODEC:

@@ -40,6 +40,7 @@ ZR_API const char *zr_strerror(int code)
     case ZR_ECODEC: return "ZR_ECODEC: codec error";
     case ZR_ENOSPC: return "ZR_ENOSPC: no space left on device";
     case ZR_ELIMIT: return "ZR_ELIMIT: a limit of the process or system was reached: open files or mappings";
+    case ZR_EACCESS: return "ZR_EACCESS: access denied by the object store";
     default: return "ZR_E?: unknown error code";
     }
 }

@@ -475,6 +475,7 @@ START_TEST(strerror_names_every_code)
         {ZR_EDTYPE, "ZR_EDTYPE"},   {ZR_ESHAPE, "ZR_ESHAPE"},   {ZR_ETOOBIG, "ZR_ETOOBIG"},
         {ZR_EEMPTY, "ZR_EEMPTY"},   {ZR_EROFS, "ZR_EROFS"},     {ZR_EKIND, "ZR_EKIND"},
         {ZR_ECODEC, "ZR_ECODEC"},   {ZR_ENOSPC, "ZR_ENOSPC"},   {ZR_ELIMIT, "ZR_ELIMIT"},
+        {ZR_EACCESS, "ZR_EACCESS"},
     };
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t k = 0; k < n; k++) {

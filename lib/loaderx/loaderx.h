@@ -63,6 +63,7 @@ extern "C" {
 #define ZR_ECODEC (-30714)    /* compression, decompression setup or dictionary training failed */
 #define ZR_ENOSPC (-30715)    /* the disk is full */
 #define ZR_ELIMIT (-30716)    /* a limit of the process or system was reached: open files or mappings */
+#define ZR_EACCESS (-30717)   /* a remote store refused access: wrong or missing credentials (403) */
 
 /* Largest physical record (a Ragged record counts its shape prefix). */
 #define ZR_MAX_RECORD ((uint64_t)1 << 31)

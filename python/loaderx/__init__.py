@@ -12,7 +12,7 @@ LOADERX_LIBRARY to the path of libloaderx.so to choose one.
 """
 
 from ._lib import library_path, version_string
-from .errors import (CodecError, CorruptStoreError, DtypeMismatchError,
+from .errors import (AccessDeniedError, CodecError, CorruptStoreError, DtypeMismatchError,
                      EmptyRecordError, IndexOutOfRangeError,
                      InvalidArgumentError, InvalidIndexError, LimitError, NoSpaceError,
                      ReadOnlyStoreError,
@@ -35,5 +35,5 @@ __all__ = [
     "StoreBusyError", "IndexOutOfRangeError", "DtypeMismatchError",
     "ShapeMismatchError", "RecordTooBigError", "EmptyRecordError",
     "ReadOnlyStoreError", "StoreKindError", "CodecError", "NoSpaceError",
-    "LimitError",
+    "LimitError", "AccessDeniedError",
 ]

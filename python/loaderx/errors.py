@@ -123,12 +123,17 @@ class LimitError(StoreIOError):
     code = _lib.ZR_ELIMIT
 
 
+class AccessDeniedError(StoreError, PermissionError):
+    """A remote store refused access: wrong or missing credentials (403)."""
+    code = _lib.ZR_EACCESS
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, StoreMemoryError, StoreIOError, CorruptStoreError,
     StoreNotFoundError, StoreExistsError, StoreBusyError,
     IndexOutOfRangeError, DtypeMismatchError, ShapeMismatchError,
     RecordTooBigError, EmptyRecordError, ReadOnlyStoreError, StoreKindError,
-    CodecError, NoSpaceError, LimitError)}
+    CodecError, NoSpaceError, LimitError, AccessDeniedError)}
 
 
 def error_from_code(code, message=None):

@@ -23,7 +23,8 @@ def test_every_code_maps_to_its_class():
                 -30708: "DtypeMismatchError", -30709: "ShapeMismatchError",
                 -30710: "RecordTooBigError", -30711: "EmptyRecordError",
                 -30712: "ReadOnlyStoreError", -30713: "StoreKindError",
-                -30714: "CodecError", -30715: "NoSpaceError", -30716: "LimitError"}
+                -30714: "CodecError", -30715: "NoSpaceError", -30716: "LimitError",
+                -30717: "AccessDeniedError"}
     for code, name in expected.items():
         err = error_from_code(code, "msg")
         assert type(err).__name__ == name and err.code == code
@@ -39,6 +40,7 @@ def test_builtin_bases_let_generic_handlers_catch():
     assert issubclass(loaderx.StoreExistsError, FileExistsError)
     assert issubclass(loaderx.NoSpaceError, OSError)
     assert issubclass(loaderx.LimitError, OSError)
+    assert issubclass(loaderx.AccessDeniedError, PermissionError)
     assert issubclass(loaderx.StoreMemoryError, MemoryError)
 
 
