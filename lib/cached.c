@@ -85,8 +85,8 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
         return zr_err(ZR_EINVAL, "zr_records_cached: NULL argument");
     uint64_t len;
     int rc = zr_check_indices(s, idx, n, &len);
-    if (rc != 0)
-        return rc;
+    if (rc != 0 || s->remote)
+        return rc; /* a remote store is never in this machine's page cache */
     for (size_t k = 0; k < n; k++) {
         struct zr_loc l;
         rc = record_loc(s, idx[k], &l);
@@ -126,8 +126,8 @@ ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64
     *records = 0;
     uint64_t len;
     int rc = zr_check_indices(s, NULL, 0, &len);
-    if (rc != 0)
-        return rc;
+    if (rc != 0 || s->remote)
+        return rc; /* no page cache to fill for a remote store */
     uint64_t end = first < len ? (len - first < max_records ? len : first + max_records) : first;
     uint64_t bytes = 0, k = first;
     uint32_t run_chunk = UINT32_MAX;

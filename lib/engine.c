@@ -56,6 +56,8 @@ ZR_API void zr_close(zr_store *s)
     if (!s)
         return;
     zr_tables_free(s);
+    if (s->remote)
+        zr_remote_close(s);
     ZSTD_freeDDict(s->ddict);
     ZSTD_freeCDict(s->cdict);
     zr_free(s->dict);

@@ -105,6 +105,7 @@ struct zr_store {
     bool writable;
     pid_t owner; /* the process that opened it, the only one that writes */
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
+    struct zr_s3 *remote; /* a store in an object store (remote.c), or NULL */
 
     struct zr_identity id;
     uint64_t width; /* Dense record bytes; 0 for Ragged */
@@ -172,6 +173,14 @@ void zr_set_width(zr_store *s);
  * checked against it (R3, R4, R15). */
 int zr_recover(zr_store *s);
 int zr_load_tables(zr_store *s);
+/* The steps of zr_load_tables that a store read from elsewhere (remote.c)
+ * shares: decode and check the header's bytes; take the dictionary's
+ * bytes (malloc'd, or NULL when the store has none; owned by s from then
+ * on, even on failure); and, once the files are added, settle the
+ * frontier and publish the length. */
+int zr_header_load(zr_store *s, const uint8_t raw[ZR_HEADER_SIZE]);
+int zr_dict_load(zr_store *s, void *buf, size_t len);
+int zr_tables_settle(zr_store *s);
 /* Whether the header names an empty tail chunk, after a full one, whose
  * file a power cut removed: a sound store (R7) that a reader opens
  * without that file. */
@@ -196,6 +205,15 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
  * new file is created empty first); it is opened and mapped only when
  * used (zr_file_fd, zr_file_map). */
 int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create);
+/* The same for a file whose size is known (a remote store's listing). */
+int zr_ftable_add_sized(struct zr_ftable *t, uint32_t id, uint64_t size);
+
+/* A store in an object store (remote.c). zr_remote_open fills handle s,
+ * made for the address s->path, from the store's objects: it reads the
+ * small files and lists the others, reading nothing of the records.
+ * zr_remote_read reads pieces as zr_plan_read does, with ranged GETs. */
+int zr_remote_open(zr_store *s);
+void zr_remote_close(zr_store *s);
 
 /* Cache bounds for tests: handles opened afterwards in this process hold
  * at most fds descriptors and maps mappings (0 restores the defaults),

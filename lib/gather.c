@@ -603,6 +603,9 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     if (s->codec != ZR_CODEC_RAW)
         return zr_err(ZR_EINVAL, "%s: %s needs a raw store, not %s", s->path, fn,
                       zr_codec_name(s->codec));
+    if (s->remote)
+        return zr_err(ZR_EINVAL, "%s: %s needs a local store: a remote one has no file to "
+                      "map; gather the record instead", s->path, fn);
     uint64_t len;
     int rc = zr_check_indices(s, &i, 1, &len);
     if (rc != 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "plan.h"
 
 /* Entries layout_grow checks per record of the gather that calls it,
  * and at most in one call (256 KiB of the table): the first gathers of a
@@ -30,6 +31,38 @@ static bool layout_trusted(const zr_store *s)
     return !s->writable || getpid() == s->owner;
 }
 
+/* How far entries i..end-1 of a remote store lie where appends lay them
+ * out: they are fetched with one request (they stay in one segment), not
+ * mapped. Returns the first that does not, or i when they cannot be read
+ * now (the gather reads its entries itself and reports what it finds). */
+static uint64_t remote_grow(zr_store *s, uint64_t i, uint64_t end)
+{
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    end = ZR_MIN(end, (i / per_seg + 1) * per_seg);
+    uint8_t *raw = zr_malloc((size_t)(end - i) * ZR_LOC_SIZE);
+    if (!raw)
+        return i;
+    struct zr_piece p = {.file = (uint32_t)(i >> s->seg_shift),
+                         .len = (uint32_t)((end - i) * ZR_LOC_SIZE),
+                         .off = (i & (per_seg - 1)) * ZR_LOC_SIZE, .to = raw};
+    uint64_t at = i;
+    if (zr_remote_read(s, &s->segs, &p, 1, NULL, NULL, NULL) == 0) {
+        uint32_t nchunks = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
+        for (; at < end; at++) {
+            struct zr_loc l, want;
+            zr_loc_decode(raw + (at - i) * ZR_LOC_SIZE, &l);
+            zr_layout_loc(s, at, &want);
+            if (!zr_loc_fits(s, &l, nchunks) || l.chunk_id != want.chunk_id ||
+                l.offset != want.offset) {
+                atomic_store_explicit(&s->layout_broken, true, memory_order_relaxed);
+                break;
+            }
+        }
+    }
+    zr_free(raw);
+    return at;
+}
+
 static void layout_grow(zr_store *s, uint64_t len, size_t n)
 {
     if (s->codec != ZR_CODEC_RAW || s->per_chunk == 0 ||
@@ -39,6 +72,11 @@ static void layout_grow(zr_store *s, uint64_t len, size_t n)
         return;
     uint64_t i = atomic_load_explicit(&s->laid_out, memory_order_relaxed);
     uint64_t end = ZR_MIN(len, i + ZR_MIN((uint64_t)n * LAYOUT_PER_RECORD, LAYOUT_STEP));
+    if (s->remote) {
+        atomic_store_explicit(&s->laid_out, remote_grow(s, i, end), memory_order_release);
+        pthread_mutex_unlock(&s->layout_lock);
+        return;
+    }
     unsigned rs = zr_read_enter(s);
     for (; i < end; i++) {
         struct zr_loc l, want;

@@ -29,14 +29,10 @@
 #include "engine.h"
 #include "intent.h"
 #include "io.h"
+#include "s3.h"
 
-static int load_dict(zr_store *s)
+int zr_dict_load(zr_store *s, void *buf, size_t len)
 {
-    void *buf;
-    size_t len;
-    int rc = zr_read_small_file(s->dirfd, ZR_DICT_FILE, ZR_DICT_MAX, &buf, &len, 1);
-    if (rc != 0)
-        return rc;
     if (s->codec != ZR_CODEC_ZSTD_DICT) {
         zr_free(buf);
         if (buf)
@@ -56,6 +52,14 @@ static int load_dict(zr_store *s)
     if (!s->ddict)
         return zr_err(ZR_ECORRUPT, "%s: dict.zr is not a usable zstd dictionary", s->path);
     return 0;
+}
+
+static int load_dict(zr_store *s)
+{
+    void *buf;
+    size_t len;
+    int rc = zr_read_small_file(s->dirfd, ZR_DICT_FILE, ZR_DICT_MAX, &buf, &len, 1);
+    return rc != 0 ? rc : zr_dict_load(s, buf, len);
 }
 
 /* Whether file id of a table is in the store folder. */
@@ -286,11 +290,22 @@ int zr_load_tables(zr_store *s)
                       (unsigned long long)size, ZR_HEADER_SIZE);
     if ((rc = zr_read_exact(s->metafd, raw, sizeof raw, 0, "meta.zr")) != 0)
         return rc;
-    if ((rc = zr_header_decode(raw, &s->hdr)) != 0)
+    if ((rc = zr_header_load(s, raw)) != 0 || (rc = load_dict(s)) != 0)
+        return rc;
+    uint64_t covered;
+    if ((rc = open_files(s, &covered)) != 0)
+        return rc;
+    if ((rc = cut_lost_tail(s, covered)) != 0)
+        return rc;
+    return zr_tables_settle(s);
+}
+
+int zr_header_load(zr_store *s, const uint8_t raw[ZR_HEADER_SIZE])
+{
+    int rc = zr_header_decode(raw, &s->hdr);
+    if (rc != 0)
         return rc;
     s->codec = s->hdr.codec;
-    if ((rc = load_dict(s)) != 0)
-        return rc;
     if (s->hdr.tail_offset > s->chunk_cap)
         return zr_err(ZR_ECORRUPT, "%s/meta.zr: tail offset %u exceeds the chunk capacity",
                       s->path, s->hdr.tail_offset);
@@ -301,11 +316,11 @@ int zr_load_tables(zr_store *s)
     if (s->hdr.length > ZR_MAX_FILES * per_seg)
         return zr_err(ZR_ECORRUPT, "%s/meta.zr: length %llu is out of range", s->path,
                       (unsigned long long)s->hdr.length);
-    uint64_t covered;
-    if ((rc = open_files(s, &covered)) != 0)
-        return rc;
-    if ((rc = cut_lost_tail(s, covered)) != 0)
-        return rc;
+    return 0;
+}
+
+int zr_tables_settle(zr_store *s)
+{
     /* A full tail chunk behind a frontier of 0 is what versions that
      * stored a chunk's end as offset 0 left (R7): its records are live,
      * so a writer appends from the next chunk. A store whose tail chunk
@@ -316,8 +331,11 @@ int zr_load_tables(zr_store *s)
         /* A reader sees the state of a lost empty tail chunk (R7). */
         if (!s->writable && (uint64_t)s->hdr.tail_chunk + 1 < ZR_MAX_FILES)
             s->hdr.tail_chunk++;
-        else if (s->writable && (rc = zr_frontier_settle(s, &s->hdr.tail_chunk, &end)) != 0)
-            return rc;
+        else if (s->writable) {
+            int rc = zr_frontier_settle(s, &s->hdr.tail_chunk, &end);
+            if (rc != 0)
+                return rc;
+        }
     }
     /* A reader of a store that lost records may have fewer chunk files
      * open than the header names (R15); a writer has them all. */
@@ -391,7 +409,14 @@ ZR_API int zr_open(zr_store **out, const char *path, int mode)
     if (!s)
         return zr_err(ZR_ENOMEM, "opening %s", path);
     s->nomap = (mode & ZR_NOMAP) != 0;
-    int rc = zr_open_dir(s, path);
+    int rc;
+    if (zr_s3_is_url(path)) {
+        if ((rc = zr_remote_open(s)) != 0)
+            goto fail;
+        *out = s;
+        return 0;
+    }
+    rc = zr_open_dir(s, path);
     if (rc != 0)
         goto fail;
     s->metafd = zr_io.openat(s->dirfd, ZR_META_FILE, s->writable ? O_RDWR : O_RDONLY, 0);

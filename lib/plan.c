@@ -473,6 +473,8 @@ static size_t make_shards(struct plan_ctx *c, size_t nruns, uint64_t total)
 int zr_plan_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
                  zr_piece_fn done, void *arg, struct zr_plan_stats *st)
 {
+    if (s->remote)
+        return zr_remote_read(s, t, p, n, done, arg, st);
     if (st)
         *st = (struct zr_plan_stats){0};
     if (n == 0)

@@ -47,4 +47,8 @@ struct zr_plan_stats {
 int zr_plan_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
                  zr_piece_fn done, void *arg, struct zr_plan_stats *st);
 
+/* zr_plan_read for a store in an object store: ranged GETs (remote.c). */
+int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                   zr_piece_fn done, void *arg, struct zr_plan_stats *st);
+
 #endif

@@ -70,6 +70,8 @@ static void read_planned(zr_store *s)
 
 bool zr_gather_plans(zr_store *s)
 {
+    if (s->remote)
+        return true;
     if (atomic_load_explicit(&s->read_mode, memory_order_relaxed) != ZR_READ_MAPPED)
         return true;
     uint64_t at = atomic_load_explicit(&s->probe_at, memory_order_relaxed);
@@ -95,7 +97,7 @@ bool zr_gather_plans(zr_store *s)
 void zr_note_planned(zr_store *s, const struct zr_plan_stats *st)
 {
     int mode = atomic_load(&s->read_mode);
-    if (st->reads == 0)
+    if (st->reads == 0 || s->remote)
         return;
     if (st->cached < st->reads) {
         read_planned(s);

@@ -268,6 +268,19 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
 {
     char name[32];
     snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    uint64_t size = 0;
+    int rc = file_size_at(s, name, create, &size);
+    if (rc == 0)
+        rc = zr_ftable_add_sized(t, id, size);
+    if (rc == 0 && create)
+        s->dir_dirty = true;
+    return rc;
+}
+
+int zr_ftable_add_sized(struct zr_ftable *t, uint32_t id, uint64_t size)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
     if (id != atomic_load(&t->count))
         return zr_err(ZR_EINVAL, "%s: files must be added in order", name);
     if (id >= ZR_MAX_FILES)
@@ -279,18 +292,12 @@ int zr_ftable_add(zr_store *s, struct zr_ftable *t, uint32_t id, bool create)
             return zr_err(ZR_ENOMEM, "%s", name);
         atomic_store_explicit(&t->blocks[id / ZR_DIR_BLOCK], block, memory_order_release);
     }
-    uint64_t size = 0;
-    int rc = file_size_at(s, name, create, &size);
-    if (rc != 0)
-        return rc;
     struct zr_file *f = &block[id % ZR_DIR_BLOCK];
     atomic_init(&f->fd, -1);
     atomic_init(&f->state, 0);
     atomic_init(&f->map, NULL);
     atomic_init(&f->size, ZR_MIN(size, t->cap));
     f->wend = 0;
-    if (create)
-        s->dir_dirty = true;
     atomic_store_explicit(&t->count, id + 1, memory_order_release);
     return 0;
 }
@@ -384,6 +391,11 @@ static int fd_open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, bool wa
     struct zr_cache *c = &s->cache;
     struct zr_file *f = zr_ftable_at(t, id);
     int rc = 0;
+    /* Every read of a remote store is a planned one (remote.c): what
+     * reaches here asked for something only a local file has. */
+    if (s->remote)
+        return zr_err(ZR_EINVAL, "%s/%u.%s: a store in an object store is read by ranges; "
+                      "it has no file to open or map", s->path, id, t->suffix);
     if (wait)
         atomic_fetch_add(&c->waiting, 1);
     while (rc == 0 && atomic_load(&f->fd) < 0) {

@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "engine.h"
+#include "plan.h"
 #include "pool.h"
 
 #define MAX_LISTED 1000
@@ -73,28 +74,45 @@ static void problem(struct scan *c, const char *file, uint64_t entry, const char
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Check entry i against the files; returns 1 when it can be decoded.
- * Inside a read section. */
-static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
+/* Whether entry i lies inside the record table: a reader of a store that
+ * lost the tail of its appends in a power cut has segments that end
+ * before the header's length (R15). */
+static bool entry_exists(struct scan *c, uint64_t i)
 {
     zr_store *s = c->s;
-    char file[64];
-    snprintf(file, sizeof file, "%llu.loc", (unsigned long long)(i >> s->seg_shift));
-    /* A reader of a store that lost the tail of its appends in a power
-     * cut has segments that end before the header's length (R15). */
     uint32_t g = (uint32_t)(i >> s->seg_shift);
     uint64_t off = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
     if (g >= atomic_load(&s->segs.count) ||
         off + ZR_LOC_SIZE > atomic_load(&zr_ftable_at(&s->segs, g)->size)) {
+        char file[64];
+        snprintf(file, sizeof file, "%u.loc", g);
         problem(c, file, i, "the entry lies past the end of the record table");
-        return 0;
+        return false;
     }
-    const uint8_t *map = zr_file_map(s, &s->segs, g);
+    return true;
+}
+
+/* The bytes of entry i from the mapping of its segment, or NULL (a scan
+ * error set). Inside a read section. */
+static const uint8_t *entry_mapped(struct scan *c, uint64_t i)
+{
+    zr_store *s = c->s;
+    const uint8_t *map = zr_file_map(s, &s->segs, (uint32_t)(i >> s->seg_shift));
     if (!map) {
         scan_error(c, zr_last_error_code());
-        return 0;
+        return NULL;
     }
-    zr_loc_decode(map + off, l);
+    return map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
+}
+
+/* Check entry i, whose bytes are raw, against the files; returns 1 when
+ * it can be decoded. */
+static int check_entry(struct scan *c, uint64_t i, const uint8_t *raw, struct zr_loc *l)
+{
+    zr_store *s = c->s;
+    char file[64];
+    snprintf(file, sizeof file, "%llu.loc", (unsigned long long)(i >> s->seg_shift));
+    zr_loc_decode(raw, l);
     uint32_t nchunks = atomic_load(&s->chunks.count);
     if (l->chunk_id > s->hdr.tail_chunk || l->chunk_id >= nchunks) {
         problem(c, file, i, "names chunk %u, past the last chunk %u", l->chunk_id, s->hdr.tail_chunk);
@@ -128,66 +146,167 @@ static int check_entry(struct scan *c, uint64_t i, struct zr_loc *l)
     return 1;
 }
 
-static void decode_block(void *arg, size_t k)
+struct scratch {
+    uint8_t *buf;
+    size_t cap;
+    ZSTD_DCtx *dctx;
+};
+
+/* Decode record i (checked entry l), whose stored bytes are at src, and
+ * check what it decodes to. */
+static void check_record(struct scan *c, struct scratch *w, uint64_t i, const struct zr_loc *l,
+                         const uint8_t *src)
 {
-    struct scan *c = arg;
     zr_store *s = c->s;
-    uint64_t a = (uint64_t)(c->first + k) * BLOCK, b = ZR_MIN(c->len, a + BLOCK);
-    ZSTD_DCtx *dctx = s->codec != ZR_CODEC_RAW ? zr_dctx_get() : NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
+    char file[32];
+    snprintf(file, sizeof file, "%u.chunk", l->chunk_id);
+    if (l->logic_length > w->cap) {
+        zr_free(w->buf);
+        w->cap = l->logic_length;
+        if (!(w->buf = zr_malloc(w->cap))) {
+            w->cap = 0;
+            problem(c, file, i, "out of memory decoding the record");
+            return;
+        }
+    }
+    if (s->codec == ZR_CODEC_RAW) {
+        memcpy(w->buf, src, l->logic_length);
+    } else if (!w->dctx) {
+        problem(c, file, i, "out of memory for a zstd context");
+        return;
+    } else {
+        size_t r = s->ddict ? ZSTD_decompress_usingDDict(w->dctx, w->buf, l->logic_length, src,
+                                                          l->phys_length, s->ddict)
+                            : ZSTD_decompressDCtx(w->dctx, w->buf, l->logic_length, src,
+                                                  l->phys_length);
+        if (ZSTD_isError(r)) {
+            problem(c, file, i, "does not decode: %s", ZSTD_getErrorName(r));
+            return;
+        }
+        if (r != l->logic_length) {
+            problem(c, file, i, "decodes to %zu bytes, its entry says %u", r, l->logic_length);
+            return;
+        }
+    }
+    uint32_t nd;
+    uint64_t poff;
+    if (s->id.kind == ZR_RAGGED &&
+        zr_prefix_check(w->buf, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
+        problem(c, file, i, "shape prefix is inconsistent with the record's %u bytes",
+                l->logic_length);
+}
+
+/* Block k of a local store: entries and records read from the mappings. */
+static void decode_mapped(struct scan *c, struct scratch *w, uint64_t a, uint64_t b)
+{
+    zr_store *s = c->s;
     unsigned rs = zr_read_enter(s);
     for (uint64_t i = a; i < b && !c->err; i++) {
         struct zr_loc l;
         zr_read_pause(s, &rs);
-        if (!check_entry(c, i, &l))
+        const uint8_t *raw = entry_exists(c, i) ? entry_mapped(c, i) : NULL;
+        if (!raw || !check_entry(c, i, raw, &l))
             continue;
         c->ok[i] = 1;
-        char file[32];
-        snprintf(file, sizeof file, "%u.chunk", l.chunk_id);
-        if (l.logic_length > cap) {
-            zr_free(buf);
-            cap = l.logic_length;
-            if (!(buf = zr_malloc(cap))) {
-                cap = 0;
-                problem(c, file, i, "out of memory decoding the record");
-                continue;
-            }
-        }
         const uint8_t *src = zr_file_map(s, &s->chunks, l.chunk_id);
         if (!src) {
             scan_error(c, zr_last_error_code());
             break;
         }
-        src += l.offset;
-        if (s->codec == ZR_CODEC_RAW) {
-            memcpy(buf, src, l.logic_length);
-        } else if (!dctx) {
-            problem(c, file, i, "out of memory for a zstd context");
-            continue;
-        } else {
-            size_t r = s->ddict ? ZSTD_decompress_usingDDict(dctx, buf, l.logic_length, src,
-                                                              l.phys_length, s->ddict)
-                                : ZSTD_decompressDCtx(dctx, buf, l.logic_length, src, l.phys_length);
-            if (ZSTD_isError(r)) {
-                problem(c, file, i, "does not decode: %s", ZSTD_getErrorName(r));
-                continue;
-            }
-            if (r != l.logic_length) {
-                problem(c, file, i, "decodes to %zu bytes, its entry says %u", r, l.logic_length);
-                continue;
-            }
-        }
-        uint32_t nd;
-        uint64_t poff;
-        if (s->id.kind == ZR_RAGGED &&
-            zr_prefix_check(buf, l.logic_length, s->id.itemsize, &nd, &poff) != 0)
-            problem(c, file, i, "shape prefix is inconsistent with the record's %u bytes",
-                    l.logic_length);
+        check_record(c, w, i, &l, src + l.offset);
     }
     zr_read_leave(s, rs);
-    zr_free(buf);
-    zr_dctx_put(dctx);
+}
+
+/* Read entries a..b-1 of a remote store (all inside its record table,
+ * which a remote open checks) to raw. */
+static int fetch_entries(zr_store *s, uint64_t a, uint64_t b, uint8_t *raw)
+{
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    size_t np = 0;
+    struct zr_piece *pc = zr_malloc((size_t)(b - a) * sizeof *pc);
+    if (!pc)
+        return zr_err(ZR_ENOMEM, "verifying %s", s->path);
+    for (uint64_t i = a; i < b; np++) {
+        uint64_t end = ZR_MIN(b, (i / per_seg + 1) * per_seg);
+        pc[np] = (struct zr_piece){.file = (uint32_t)(i >> s->seg_shift),
+                                   .len = (uint32_t)((end - i) * ZR_LOC_SIZE),
+                                   .off = (i & (per_seg - 1)) * ZR_LOC_SIZE,
+                                   .to = raw + (i - a) * ZR_LOC_SIZE};
+        i = end;
+    }
+    int rc = zr_remote_read(s, &s->segs, pc, np, NULL, NULL, NULL);
+    zr_free(pc);
+    return rc;
+}
+
+/* Stored bytes a remote block fetches at once, at most (one record may
+ * be larger). */
+#define REMOTE_ROUND_BYTES (32u << 20)
+
+/* Block a..b-1 of a remote store: its entries with one request a
+ * segment, then its records in rounds of REMOTE_ROUND_BYTES. */
+static void decode_remote(struct scan *c, struct scratch *w, uint64_t a, uint64_t b)
+{
+    zr_store *s = c->s;
+    uint8_t *raw = zr_malloc((size_t)(b - a) * ZR_LOC_SIZE);
+    struct zr_loc *locs = zr_calloc((size_t)(b - a), sizeof *locs);
+    struct zr_piece *pc = zr_malloc((size_t)(b - a) * sizeof *pc);
+    uint8_t *stage = NULL;
+    int rc = raw && locs && pc ? 0 : zr_err(ZR_ENOMEM, "verifying %s", s->path);
+    if (rc == 0)
+        rc = fetch_entries(s, a, b, raw);
+    for (uint64_t i = a; rc == 0 && i < b; i++)
+        if (entry_exists(c, i) && check_entry(c, i, raw + (i - a) * ZR_LOC_SIZE, &locs[i - a]))
+            c->ok[i] = 1;
+    for (uint64_t i = a; rc == 0 && i < b && !c->err;) {
+        uint64_t bytes = 0;
+        size_t np = 0;
+        for (; i < b; i++) {
+            const struct zr_loc *l = &locs[i - a];
+            if (!c->ok[i])
+                continue;
+            if (np > 0 && bytes + l->phys_length > REMOTE_ROUND_BYTES)
+                break;
+            pc[np++] = (struct zr_piece){.file = l->chunk_id, .len = l->phys_length,
+                                         .off = l->offset, .tag = (size_t)(i - a)};
+            bytes += l->phys_length;
+        }
+        zr_free(stage);
+        if (!(stage = zr_malloc(bytes ? bytes : 1))) {
+            rc = zr_err(ZR_ENOMEM, "verifying %s", s->path);
+            break;
+        }
+        uint64_t at = 0;
+        for (size_t j = 0; j < np; j++) {
+            pc[j].to = stage + at;
+            at += pc[j].len;
+        }
+        if ((rc = zr_remote_read(s, &s->chunks, pc, np, NULL, NULL, NULL)) != 0)
+            break;
+        for (size_t j = 0; j < np; j++)
+            check_record(c, w, a + pc[j].tag, &locs[pc[j].tag], pc[j].to);
+    }
+    if (rc != 0)
+        scan_error(c, rc);
+    zr_free(stage);
+    zr_free(pc);
+    zr_free(locs);
+    zr_free(raw);
+}
+
+static void decode_block(void *arg, size_t k)
+{
+    struct scan *c = arg;
+    zr_store *s = c->s;
+    uint64_t a = (uint64_t)(c->first + k) * BLOCK, b = ZR_MIN(c->len, a + BLOCK);
+    struct scratch w = {.dctx = s->codec != ZR_CODEC_RAW ? zr_dctx_get() : NULL};
+    if (s->remote)
+        decode_remote(c, &w, a, b);
+    else
+        decode_mapped(c, &w, a, b);
+    zr_free(w.buf);
+    zr_dctx_put(w.dctx);
 }
 
 struct span {
@@ -215,21 +334,30 @@ static void check_overlaps(struct scan *c)
         return;
     }
     uint64_t j = 0;
+    uint8_t *block = s->remote ? zr_malloc(BLOCK * ZR_LOC_SIZE) : NULL;
+    if (s->remote && !block)
+        scan_error(c, zr_err(ZR_ENOMEM, "verifying %s", s->path));
     unsigned rs = zr_read_enter(s);
-    for (uint64_t i = 0; i < c->len; i++) {
+    for (uint64_t i = 0; i < c->len && !c->err; i++) {
+        if (s->remote && i % BLOCK == 0) {
+            int rc = fetch_entries(s, i, ZR_MIN(c->len, i + BLOCK), block);
+            if (rc != 0) {
+                scan_error(c, rc);
+                break;
+            }
+        }
         if (!c->ok[i])
             continue;
         struct zr_loc l;
         zr_read_pause(s, &rs);
-        const uint8_t *map = zr_file_map(s, &s->segs, (uint32_t)(i >> s->seg_shift));
-        if (!map) {
-            scan_error(c, zr_last_error_code());
+        const uint8_t *raw = s->remote ? block + (i % BLOCK) * ZR_LOC_SIZE : entry_mapped(c, i);
+        if (!raw)
             break;
-        }
-        zr_loc_decode(map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE, &l);
+        zr_loc_decode(raw, &l);
         v[j++] = (struct span){l.chunk_id, l.offset, l.phys_length, i};
     }
     zr_read_leave(s, rs);
+    zr_free(block);
     m = j;
     qsort(v, m, sizeof *v, cmp_span);
     for (uint64_t k = 1; k < m; k++)

@@ -56,7 +56,7 @@ import torch.utils.data
 
 from .dataloader import DataLoader, _dense_columns, _layouts, _saved_step
 from .errors import invalid
-from .zrecord import _Store, open_store
+from .zrecord import _Store, _absolute, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["StreamDataset", "StepLoader"]
@@ -110,7 +110,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
             elif not isinstance(s, (str, bytes, os.PathLike)):
                 raise invalid(f"stream {name!r} is a {type(s).__name__}, "
                               "not a store or a store's path")
-            paths[name] = os.path.abspath(os.fsdecode(s))
+            paths[name] = _absolute(s)
         if rank is None and world is None:
             rank, world = _distributed() or (0, 1)
         elif rank is None or world is None:

@@ -186,6 +186,12 @@ def _create_opts(codec, dict_bytes):
     return opts, keep
 
 
+def _absolute(path):
+    """A store path made absolute; an s3:// address is one already."""
+    path = os.fsdecode(path)
+    return path if path.startswith("s3://") else os.path.abspath(path)
+
+
 def _reopen(cls, path, mmap):
     """Unpickle (or copy) a read-only handle: open the store again."""
     return cls.open(path, readonly=True, mmap=mmap)
@@ -217,13 +223,13 @@ class _Store:
         self._writable = bool(lib.zr_writable(ptr))
         self._pool = _BufferPool()
         # What a copy or an unpickled handle reopens (see __reduce__).
-        self._abspath = os.path.abspath(self._path)
+        self._abspath = _absolute(self._path)
         self._mmap = True
 
     # ---- creating and opening -------------------------------------------
 
     @classmethod
-    def open(cls, path, readonly=False, mmap=True):
+    def open(cls, path, readonly=None, mmap=True):
         """Open the store at path.
 
         A writable handle (the default) has the store to itself: a second
@@ -231,6 +237,12 @@ class _Store:
         handles share the store with each other (and with a read-only
         zrecordfs mount). Raises StoreNotFoundError when path holds no
         store, StoreKindError when it holds the other kind.
+
+        path may be an object store's address, "s3://bucket/prefix",
+        configured as the AWS tools are (AWS_ENDPOINT_URL,
+        AWS_ACCESS_KEY_ID, AWS_PROFILE, ...): such a store opens read-only,
+        which is the default for it (readonly=None means read-write for a
+        local path, read-only for a remote one).
 
         With mmap=False, reads copy records out of the page cache with
         pread instead of through a mapping, so the process's resident set
@@ -240,6 +252,8 @@ class _Store:
         either way.
         """
         out = ffi.new("zr_store **")
+        if readonly is None:
+            readonly = os.fsdecode(path).startswith("s3://")
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
         if not mmap:
             mode |= _lib.ZR_NOMAP
@@ -1011,7 +1025,7 @@ def _pad_item(pad, dtype):
     return ffi.new("char[]", item.tobytes())
 
 
-def open_store(path, readonly=False, mmap=True):
+def open_store(path, readonly=None, mmap=True):
     """Open the store at path as a DenseStore or RaggedStore, whichever
     kind it holds."""
     return _Store.open(path, readonly=readonly, mmap=mmap)

@@ -1,0 +1,281 @@
+/*
+ * remote.c: a store in an object store (s3://bucket/prefix), read-only.
+ * Its objects are its files, byte for byte: opening lists them (one
+ * request for the sizes of every chunk file and segment), reads the
+ * three small ones (store.zr, meta.zr, dict.zr) and checks them as a
+ * local open does; no record, and no entry, is read until asked for.
+ *
+ * Every read of a remote handle is a planned one (plan.h): gather.c and
+ * ragged.c hand their pieces to zr_plan_read, which sends them here.
+ * Pieces are sorted by file and offset, and pieces of a file closer than
+ * MERGE_GAP become one ranged GET (a request costs the server far more
+ * than a few KiB more of its answer); a range of one piece lands in
+ * place, a merged one in a buffer from which its pieces are copied.
+ * zr push (src/) writes meta.zr last, so a prefix whose upload has not
+ * finished has no header and no reader takes it for a store.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "intent.h"
+#include "plan.h"
+#include "s3.h"
+
+/* Pieces of one file this close are fetched by one request. */
+#define MERGE_GAP (64u << 10)
+/* A merged request asks for at most this many bytes. */
+#define RANGE_MAX (8u << 20)
+
+/* The id N of a name "N.suffix" in canonical decimal, or -1. */
+static int64_t file_id(const char *name, const char *suffix)
+{
+    if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1] != '.'))
+        return -1;
+    char *end;
+    unsigned long long id = strtoull(name, &end, 10);
+    if (*end != '.' || strcmp(end + 1, suffix) != 0 || id >= ZR_MAX_FILES)
+        return -1;
+    return (int64_t)id;
+}
+
+/* What a listing of the store's prefix found. */
+struct listing {
+    uint64_t *chunk; /* sizes by id; UINT64_MAX where absent */
+    uint64_t *loc;
+    uint32_t nchunk, nloc; /* one past the highest id seen */
+    bool meta, store, dict, intent;
+};
+
+static int list_store(zr_store *s, struct listing *ls)
+{
+    struct zr_s3_obj *objs;
+    size_t n;
+    int rc = zr_s3_list(s->remote, "", true, &objs, &n);
+    if (rc != 0)
+        return rc;
+    for (size_t k = 0; k < n; k++) {
+        int64_t c = file_id(objs[k].name, "chunk"), g = file_id(objs[k].name, "loc");
+        if (c >= 0 && (uint32_t)c + 1 > ls->nchunk)
+            ls->nchunk = (uint32_t)c + 1;
+        if (g >= 0 && (uint32_t)g + 1 > ls->nloc)
+            ls->nloc = (uint32_t)g + 1;
+    }
+    ls->chunk = zr_malloc((ls->nchunk + 1) * sizeof *ls->chunk);
+    ls->loc = zr_malloc((ls->nloc + 1) * sizeof *ls->loc);
+    if (!ls->chunk || !ls->loc) {
+        zr_s3_list_free(objs, n);
+        return zr_err(ZR_ENOMEM, "listing %s", s->path);
+    }
+    memset(ls->chunk, 0xff, (ls->nchunk + 1) * sizeof *ls->chunk);
+    memset(ls->loc, 0xff, (ls->nloc + 1) * sizeof *ls->loc);
+    for (size_t k = 0; k < n; k++) {
+        const struct zr_s3_obj *o = &objs[k];
+        int64_t c = file_id(o->name, "chunk"), g = file_id(o->name, "loc");
+        if (o->dir)
+            continue;
+        if (c >= 0)
+            ls->chunk[c] = o->size;
+        else if (g >= 0)
+            ls->loc[g] = o->size;
+        ls->meta |= strcmp(o->name, ZR_META_FILE) == 0;
+        ls->store |= strcmp(o->name, ZR_STORE_FILE) == 0;
+        ls->dict |= strcmp(o->name, ZR_DICT_FILE) == 0;
+        ls->intent |= strcmp(o->name, ZR_INTENT_FILE) == 0;
+    }
+    zr_s3_list_free(objs, n);
+    return 0;
+}
+
+/* Read the identity, the header and the dictionary. */
+static int load_small_files(zr_store *s, const struct listing *ls)
+{
+    if (!ls->store)
+        return zr_err(ZR_ENOTSTORE, "%s holds no store (no store.zr)", s->path);
+    if (!ls->meta)
+        return zr_err(ZR_ENOTSTORE, "%s has no meta.zr: its upload has not finished "
+                      "(zr push sends the header last)", s->path);
+    if (ls->intent)
+        return zr_err(ZR_ECORRUPT, "%s holds an interrupted delete or compaction (intent.zr): "
+                      "open the store locally to finish it, then push it again", s->path);
+    void *buf;
+    size_t len;
+    int rc = zr_s3_get(s->remote, ZR_STORE_FILE, ZR_IDENTITY_MAX, &buf, &len, false);
+    if (rc != 0)
+        return rc;
+    rc = zr_identity_decode(buf, len, &s->id);
+    zr_free(buf);
+    if (rc != 0)
+        return rc;
+    zr_set_width(s);
+    if ((rc = zr_s3_get(s->remote, ZR_META_FILE, ZR_HEADER_SIZE + 1, &buf, &len, false)) != 0)
+        return rc;
+    if (len != ZR_HEADER_SIZE)
+        rc = zr_err(ZR_ECORRUPT, "%s/meta.zr is %zu bytes, not %d", s->path, len, ZR_HEADER_SIZE);
+    else
+        rc = zr_header_load(s, buf);
+    zr_free(buf);
+    if (rc != 0)
+        return rc;
+    buf = NULL;
+    len = 0;
+    if (ls->dict && (rc = zr_s3_get(s->remote, ZR_DICT_FILE, ZR_DICT_MAX, &buf, &len, false)) != 0)
+        return rc;
+    return zr_dict_load(s, buf, len);
+}
+
+/* Add the chunk files and segments the header names, which must all be
+ * there in full (R3): a store is pushed whole, so files that end early
+ * are an upload that went wrong, not records a power cut lost. */
+static int add_files(zr_store *s, const struct listing *ls)
+{
+    int rc;
+    for (uint32_t c = 0; c <= s->hdr.tail_chunk; c++) {
+        if (c >= ls->nchunk || ls->chunk[c] == UINT64_MAX) {
+            /* The empty chunk a full one hands the frontier to (R7). */
+            if (c > 0 && c == s->hdr.tail_chunk && zr_lost_empty_tail(s))
+                break;
+            return zr_err(ZR_ECORRUPT, "%s/%u.chunk is missing", s->path, c);
+        }
+        if ((rc = zr_ftable_add_sized(&s->chunks, c, ls->chunk[c])) != 0)
+            return rc;
+    }
+    uint64_t per_seg = (uint64_t)1 << s->seg_shift;
+    uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
+    for (uint64_t g = 0; g < nseg; g++) {
+        uint64_t need = ZR_MIN(per_seg, s->hdr.length - g * per_seg) * ZR_LOC_SIZE;
+        if (g >= ls->nloc || ls->loc[g] == UINT64_MAX)
+            return zr_err(ZR_ECORRUPT, "%s/%llu.loc is missing", s->path, (unsigned long long)g);
+        if (ls->loc[g] < need)
+            return zr_err(ZR_ECORRUPT, "%s/%llu.loc ends before the entries the header counts",
+                          s->path, (unsigned long long)g);
+        if ((rc = zr_ftable_add_sized(&s->segs, (uint32_t)g, ls->loc[g])) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int zr_remote_open(zr_store *s)
+{
+    if (s->writable)
+        return zr_err(ZR_EROFS, "%s: a store in an object store opens read-only (ZR_RDONLY); "
+                      "write it locally and publish it with zr push", s->path);
+    int rc = zr_s3_open(&s->remote, s->path);
+    if (rc != 0)
+        return rc;
+    struct listing ls = {0};
+    rc = list_store(s, &ls);
+    if (rc == 0)
+        rc = load_small_files(s, &ls);
+    if (rc == 0)
+        rc = add_files(s, &ls);
+    zr_free(ls.chunk);
+    zr_free(ls.loc);
+    if (rc != 0)
+        return rc;
+    atomic_store(&s->read_mode, ZR_READ_PLANNED);
+    return zr_tables_settle(s);
+}
+
+void zr_remote_close(zr_store *s)
+{
+    zr_s3_close(s->remote);
+    s->remote = NULL;
+}
+
+/* ---- reading pieces ---------------------------------------------------- */
+
+/* A request: pieces [first, first + count) of the sorted pieces, which
+ * lie in bytes [off, off + len) of their file. */
+struct request {
+    size_t first, count;
+    uint8_t *buf; /* the merged answer; NULL when a single piece takes it in place */
+    char name[32];
+};
+
+struct remote_read {
+    struct zr_piece *p;
+    struct request *req;
+    zr_piece_fn done;
+    void *arg;
+};
+
+static int piece_cmp(const void *x, const void *y)
+{
+    const struct zr_piece *a = x, *b = y;
+    if (a->file != b->file)
+        return a->file < b->file ? -1 : 1;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* A request's bytes are in: hand each of its pieces over. */
+static int request_done(void *arg, const struct zr_s3_range *r)
+{
+    struct remote_read *rr = arg;
+    const struct request *q = &rr->req[r->tag];
+    for (size_t k = q->first; k < q->first + q->count; k++) {
+        struct zr_piece *p = &rr->p[k];
+        if (q->buf)
+            memcpy(p->to, q->buf + (p->off - r->off), p->len);
+        int rc = rr->done ? rr->done(rr->arg, p) : 0;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                   zr_piece_fn done, void *arg, struct zr_plan_stats *st)
+{
+    if (st)
+        *st = (struct zr_plan_stats){0};
+    if (n == 0)
+        return 0;
+    qsort(p, n, sizeof *p, piece_cmp);
+    struct request *req = zr_calloc(n, sizeof *req);
+    struct zr_s3_range *r = zr_calloc(n, sizeof *r);
+    size_t m = 0;
+    int rc = 0;
+    if (!req || !r) {
+        rc = zr_err(ZR_ENOMEM, "%s: planning the reads of %zu pieces", s->path, n);
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t end = p[k].off + p[k].len;
+        struct zr_s3_range *last = m ? &r[m - 1] : NULL;
+        /* Pieces do not overlap, except in a damaged store that zr_verify
+         * reads: a piece inside the range before it leaves it as it is. */
+        if (last && p[k].file == p[k - 1].file && p[k].off <= last->off + last->len + MERGE_GAP &&
+            end - last->off <= RANGE_MAX) {
+            last->len = ZR_MAX(last->len, end - last->off);
+            req[m - 1].count++;
+            continue;
+        }
+        req[m] = (struct request){.first = k, .count = 1};
+        snprintf(req[m].name, sizeof req[m].name, "%u.%s", p[k].file, t->suffix);
+        r[m] = (struct zr_s3_range){.name = req[m].name, .off = p[k].off, .len = p[k].len,
+                                    .to = p[k].to, .tag = m};
+        m++;
+    }
+    for (size_t j = 0; j < m; j++) {
+        if (req[j].count == 1)
+            continue;
+        if (r[j].len > SIZE_MAX || !(req[j].buf = zr_malloc((size_t)r[j].len))) {
+            rc = zr_err(ZR_ENOMEM, "%s: a buffer of %llu bytes for merged reads", s->path,
+                        (unsigned long long)r[j].len);
+            goto out;
+        }
+        r[j].to = req[j].buf;
+    }
+    struct remote_read rr = {.p = p, .req = req, .done = done, .arg = arg};
+    rc = zr_s3_get_ranges(s->remote, r, m, 0, request_done, &rr);
+    if (st)
+        st->reads = m;
+out:
+    for (size_t j = 0; req && j < m; j++)
+        zr_free(req[j].buf);
+    zr_free(req);
+    zr_free(r);
+    return rc;
+}

@@ -1,0 +1,172 @@
+"""Stores in an object store, through the binding, against a real S3
+server (tests/s3/run.sh starts radosgw and sets AWS_* and
+LOADERX_TEST_BUCKET; without them these tests are skipped). Stores are
+written locally and uploaded with boto3, a client independent of
+loaderx's own, then read as s3:// addresses and compared with the arrays
+they were written from."""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+from loaderx import (AccessDeniedError, DataLoader, ReadOnlyStoreError,
+                     StoreIOError, StoreNotFoundError)
+from loaderx.zrecord import DenseStore, RaggedStore, open_store
+from loaderx.zsampler import Sampler
+
+BUCKET = os.environ.get("LOADERX_TEST_BUCKET")
+pytestmark = pytest.mark.skipif(not BUCKET, reason="no S3 server (tests/s3/run.sh starts one)")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    boto3 = pytest.importorskip("boto3")
+    return boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+                        region_name=os.environ.get("AWS_REGION", "us-east-1"))
+
+
+def upload(s3, folder, skip=()):
+    """Upload the store folder's files under a new prefix; its s3:// URL."""
+    prefix = f"py-{uuid.uuid4().hex[:12]}"
+    for name in sorted(os.listdir(folder)):
+        if name not in skip:
+            s3.upload_file(os.path.join(folder, name), BUCKET, f"{prefix}/{name}")
+    return f"s3://{BUCKET}/{prefix}"
+
+
+@pytest.fixture
+def images(rng):
+    return rng.integers(0, 255, size=(300, 3, 16, 16), dtype=np.uint8)
+
+
+@pytest.fixture
+def tokens(rng):
+    return [rng.integers(0, 50000, size=1 + (i * 7) % 53).astype(np.int32)
+            for i in range(300)]
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_dense_remote_equals_the_arrays(s3, images, codec):
+    with DenseStore.create("img", np.uint8, (3, 16, 16), codec=codec) as s:
+        s.append(images)
+    url = upload(s3, "img")
+    with DenseStore.open(url) as r:
+        assert not r.writable and len(r) == len(images) and r.path == url
+        np.testing.assert_array_equal(r[:], images)
+        idx = np.array([299, 0, 5, 5, 150, 0, 298])
+        np.testing.assert_array_equal(r[idx], images[idx])
+        np.testing.assert_array_equal(r[7], images[7])
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_ragged_remote_equals_the_arrays(s3, tokens, codec):
+    with RaggedStore.create("tok", np.int32, codec=codec) as s:
+        s.append(tokens)
+    url = upload(s3, "tok")
+    r = open_store(url)
+    assert isinstance(r, RaggedStore)
+    idx = [3, 3, 299, 0, 120]
+    for got, i in zip(r[idx], idx):
+        np.testing.assert_array_equal(got, tokens[i])
+    values, lengths = r.padded(idx, pad=-1)
+    for row, n, i in zip(values, lengths, idx):
+        np.testing.assert_array_equal(row[:n], tokens[i])
+        assert (row[n:] == -1).all()
+    values, offsets = r.packed(idx)
+    for k, i in enumerate(idx):
+        np.testing.assert_array_equal(values[offsets[k]:offsets[k + 1]], tokens[i])
+    r.close()
+
+
+def test_a_remote_store_is_read_only(s3, images):
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images[:10])
+    url = upload(s3, "img")
+    with pytest.raises(ReadOnlyStoreError, match="read-only"):
+        DenseStore.open(url, readonly=False)
+
+
+def test_a_pickled_remote_store_reopens_by_its_address(s3, images):
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images[:20])
+    url = upload(s3, "img")
+    with DenseStore.open(url) as r:
+        again = pickle.loads(pickle.dumps(r))
+    np.testing.assert_array_equal(again[:], images[:20])
+    assert again.path == url
+    again.close()
+
+
+def test_an_upload_without_its_header_is_not_a_store(s3, images):
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images[:10])
+    url = upload(s3, "img", skip=("meta.zr",))
+    with pytest.raises(StoreNotFoundError, match="meta.zr"):
+        DenseStore.open(url)
+
+
+def test_access_errors_say_which(s3, images, monkeypatch):
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images[:10])
+    url = upload(s3, "img")
+    with monkeypatch.context() as m:
+        m.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        with pytest.raises(AccessDeniedError) as e:
+            DenseStore.open(url)
+        assert "not-the-secret" not in str(e.value)
+    with pytest.raises(StoreNotFoundError):
+        DenseStore.open(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x")
+    with monkeypatch.context() as m:
+        m.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        with pytest.raises(StoreIOError, match="127.0.0.1:9"):
+            DenseStore.open(url)
+
+
+def test_the_loader_reads_a_remote_store_by_its_address(s3, images):
+    with DenseStore.create("ids", np.int64, codec="raw") as s:
+        s.append(np.arange(240, dtype=np.int64))
+    with DenseStore.create("img", np.uint8, (3, 16, 16), codec="zstd") as s:
+        s.append(images[:240])
+    ids, img = upload(s3, "ids"), upload(s3, "img")
+    loader = DataLoader({"ids": ids, "img": img}, batch_size=16, seed=3, prefetch=2)
+    sampler = Sampler(240, 16, Sampler.Mode.CYCLIC, seed=3)
+    for step in range(20):
+        batch = next(loader)
+        want = sampler.batch(step)
+        np.testing.assert_array_equal(batch["ids"], want)
+        np.testing.assert_array_equal(batch["img"], images[want])
+    loader.close()
+
+
+HOST = """
+import json, sys
+import numpy as np
+from loaderx import DataLoader
+url, rank, world, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+loader = DataLoader({"ids": url}, batch_size=8, seed=5, rank=rank, world=world)
+print(json.dumps([next(loader)["ids"].tolist() for _ in range(steps)]))
+loader.close()
+"""
+
+
+def test_hosts_together_see_each_global_batch_once(s3):
+    n, world, steps = 200, 3, 12
+    with DenseStore.create("ids", np.int64, codec="raw") as s:
+        s.append(np.arange(n, dtype=np.int64))
+    url = upload(s3, "ids")
+    procs = [subprocess.Popen([sys.executable, "-c", HOST, url, str(r), str(world), str(steps)],
+                              stdout=subprocess.PIPE, env=os.environ)
+             for r in range(world)]
+    parts = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    whole = Sampler(n, 8 * world, Sampler.Mode.CYCLIC, seed=5)
+    for step in range(steps):
+        joined = sum((parts[r][step] for r in range(world)), [])
+        assert sorted(joined) == sorted(whole.batch(step).tolist())
+        assert len(set(joined)) == len(joined)
