@@ -106,6 +106,7 @@ struct zr_store {
     pid_t owner; /* the process that opened it, the only one that writes */
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
     struct zr_s3 *remote; /* a store in an object store (remote.c), or NULL */
+    struct zr_rcache *rcache; /* its local cache (rcache.c), or NULL */
 
     struct zr_identity id;
     uint64_t width; /* Dense record bytes; 0 for Ragged */

@@ -33,6 +33,7 @@
 
 #include "codec.h"
 #include "gather.h"
+#include "rcache.h"
 #include "io.h"
 #include "pool.h"
 
@@ -571,7 +572,10 @@ int zr_engine_gather(zr_store *s, const uint64_t *idx, size_t n, uint8_t *dst,
         c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     if (s->width)
         c.laid_out = zr_layout_known(s, len, n);
-    if (zr_gather_plans(s))
+    /* A remote store's batch that its cache holds whole is read from the
+     * cache files as a local store's is; other batches plan their reads. */
+    bool cached = s->rcache && zr_rcache_holds(s, idx, n, c.laid_out);
+    if (!cached && zr_gather_plans(s))
         return zr_gather_planned(&c);
     pthread_mutex_init(&c.err_lock, NULL);
     if (n == 1) {

@@ -475,6 +475,12 @@ int zr_plan_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
 {
     if (s->remote)
         return zr_remote_read(s, t, p, n, done, arg, st);
+    return zr_plan_read_local(s, t, p, n, done, arg, st);
+}
+
+int zr_plan_read_local(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                       zr_piece_fn done, void *arg, struct zr_plan_stats *st)
+{
     if (st)
         *st = (struct zr_plan_stats){0};
     if (n == 0)

@@ -47,6 +47,11 @@ struct zr_plan_stats {
 int zr_plan_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
                  zr_piece_fn done, void *arg, struct zr_plan_stats *st);
 
+/* zr_plan_read of the local files of s: those of a local store, or the
+ * cache files of a remote one (rcache.h). */
+int zr_plan_read_local(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                       zr_piece_fn done, void *arg, struct zr_plan_stats *st);
+
 /* zr_plan_read for a store in an object store: ranged GETs (remote.c). */
 int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
                    zr_piece_fn done, void *arg, struct zr_plan_stats *st);

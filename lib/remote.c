@@ -21,12 +21,15 @@
 #include "engine.h"
 #include "intent.h"
 #include "plan.h"
+#include "rcache.h"
 #include "s3.h"
 
 /* Pieces of one file this close are fetched by one request. */
 #define MERGE_GAP (64u << 10)
 /* A merged request asks for at most this many bytes. */
 #define RANGE_MAX (8u << 20)
+/* The bound of a cache folder unless LOADERX_CACHE_SIZE says otherwise. */
+#define DEFAULT_CACHE_BYTES ((uint64_t)8 << 30)
 
 /* The id N of a name "N.suffix" in canonical decimal, or -1. */
 static int64_t file_id(const char *name, const char *suffix)
@@ -156,6 +159,31 @@ static int add_files(zr_store *s, const struct listing *ls)
     return 0;
 }
 
+/* The cache's bound: LOADERX_CACHE_SIZE, in bytes or with a suffix K, M,
+ * G or T (powers of 1024). */
+static int cache_bound(uint64_t *max)
+{
+    const char *env = getenv("LOADERX_CACHE_SIZE");
+    *max = DEFAULT_CACHE_BYTES;
+    if (!env || !*env)
+        return 0;
+    char *end;
+    unsigned long long v = strtoull(env, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (end == env || *end != '\0' || v == 0 || v > (UINT64_MAX >> shift))
+        return zr_err(ZR_EINVAL, "LOADERX_CACHE_SIZE must be a number of bytes, with K, M, G "
+                      "or T after it if you like, not \"%s\"", env);
+    *max = (uint64_t)v << shift;
+    return 0;
+}
+
 int zr_remote_open(zr_store *s)
 {
     if (s->writable)
@@ -172,6 +200,12 @@ int zr_remote_open(zr_store *s)
         rc = add_files(s, &ls);
     zr_free(ls.chunk);
     zr_free(ls.loc);
+    const char *dir = getenv("LOADERX_CACHE_DIR");
+    if (rc == 0 && dir && *dir) {
+        uint64_t max;
+        if ((rc = cache_bound(&max)) == 0)
+            rc = zr_rcache_attach(s, dir, max);
+    }
     if (rc != 0)
         return rc;
     atomic_store(&s->read_mode, ZR_READ_PLANNED);
@@ -180,6 +214,7 @@ int zr_remote_open(zr_store *s)
 
 void zr_remote_close(zr_store *s)
 {
+    zr_rcache_free(s);
     zr_s3_close(s->remote);
     s->remote = NULL;
 }
@@ -232,6 +267,12 @@ int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t 
         *st = (struct zr_plan_stats){0};
     if (n == 0)
         return 0;
+    /* With a cache, the blocks come to the cache files, and the pieces
+     * are read from there as a local store's are. */
+    if (s->rcache) {
+        int rc = zr_rcache_fill(s, t, p, n);
+        return rc != 0 ? rc : zr_plan_read_local(s, t, p, n, done, arg, st);
+    }
     qsort(p, n, sizeof *p, piece_cmp);
     struct request *req = zr_calloc(n, sizeof *req);
     struct zr_s3_range *r = zr_calloc(n, sizeof *r);

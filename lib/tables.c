@@ -52,6 +52,7 @@
 
 #include "engine.h"
 #include "io.h"
+#include "rcache.h"
 
 /* The most descriptors and mappings a handle holds. 1024 windows are
  * 4 TiB of address space for 4 GiB chunks (a 47-bit address space holds
@@ -393,7 +394,7 @@ static int fd_open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, bool wa
     int rc = 0;
     /* Every read of a remote store is a planned one (remote.c): what
      * reaches here asked for something only a local file has. */
-    if (s->remote)
+    if (s->remote && !s->rcache)
         return zr_err(ZR_EINVAL, "%s/%u.%s: a store in an object store is read by ranges; "
                       "it has no file to open or map", s->path, id, t->suffix);
     if (wait)
@@ -403,7 +404,8 @@ static int fd_open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, bool wa
         if (sl) {
             char name[32];
             snprintf(name, sizeof name, "%u.%s", id, t->suffix);
-            int fd = zr_io.openat(s->dirfd, name, s->writable ? O_RDWR : O_RDONLY, 0);
+            int fd = s->rcache ? zr_rcache_dup(s, t, id)
+                               : zr_io.openat(s->dirfd, name, s->writable ? O_RDWR : O_RDONLY, 0);
             if (fd >= 0) {
                 *sl = (struct zr_slot){t, id};
                 atomic_store(&f->fd, fd);

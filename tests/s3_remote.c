@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/engine.h"
@@ -292,6 +293,156 @@ START_TEST(remote_access_errors)
 }
 END_TEST
 
+/* Bytes the files under dir take on the disk (sparse files count what
+ * they hold). */
+static uint64_t disk_bytes(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *path = zt_join(dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0)
+            total += S_ISDIR(st.st_mode) ? disk_bytes(path) : (uint64_t)st.st_blocks * 512;
+        free(path);
+    }
+    closedir(d);
+    return total;
+}
+
+/* Replace every chunk object of the store at url with bytes of the same
+ * size that are not its records: the listing (and so the cache's name
+ * for the store) stays the same, and only a cache can still give the
+ * records. */
+static void spoil_chunks(const char *dir, const char *url)
+{
+    struct zr_s3 *c;
+    ZR_OK_CALL(zr_s3_open(&c, url));
+    for (unsigned k = 0;; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%u.chunk", k);
+        char *path = zt_join(dir, name);
+        int64_t size = zt_file_size(path);
+        free(path);
+        if (size < 0)
+            break;
+        uint8_t *junk = malloc((size_t)size + 1);
+        memset(junk, 0xa5, (size_t)size + 1);
+        ZR_OK_CALL(zr_s3_put(c, name, junk, (size_t)size));
+        free(junk);
+    }
+    zr_s3_close(c);
+}
+
+/* A cache folder: after one pass over a store every record comes from it
+ * (the objects are spoiled afterwards and the records still read right),
+ * for a second handle and for two processes at once; a handle without
+ * the cache sees the spoiled objects. _i: kind * 3 + codec. */
+START_TEST(cache_serves_what_it_fetched)
+{
+    bool ragged = _i >= 3;
+    int codec = codecs[_i % 3];
+    uint64_t seed = 600 + (uint64_t)_i, n = 500;
+    char *dir = make_store("s", ragged, codec, seed, n);
+    char *url = remote_url("cache");
+    upload(dir, url, NULL);
+    char *cache = zt_path("cache");
+    setenv("LOADERX_CACHE_DIR", cache, 1);
+    setenv("LOADERX_CACHE_BLOCK", "4096", 1);
+    zr_store *r;
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    if (ragged)
+        zt_check_ragged_all(r, seed, 2, 40);
+    else
+        zt_check_dense_all(r, seed);
+    zr_close(r);
+    ck_assert_uint_gt(disk_bytes(cache), 0);
+    spoil_chunks(dir, url);
+
+    uint64_t idx[200];
+    for (size_t k = 0; k < 200; k++)
+        idx[k] = (k * 263 + 5) % n;
+    for (int proc = 0; proc < 2; proc++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            zr_store *c;
+            int ok = zr_open(&c, url, ZR_RDONLY) == 0;
+            int rc = 0;
+            for (int round = 0; ok && round < 5; round++)
+                ok = ragged ? zt_ragged_matches(c, seed, idx, 200, 2, 40, &rc)
+                            : zt_dense_matches(c, seed, idx, 200, &rc);
+            zr_close(c);
+            _exit(ok ? 0 : 1);
+        }
+    }
+    for (int proc = 0; proc < 2; proc++) {
+        int status;
+        ck_assert_int_gt(wait(&status), 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "a process reading through the cache got other records");
+    }
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    if (ragged)
+        zt_check_ragged_idx(r, seed, idx, 200, 2, 40);
+    else
+        zt_check_dense_idx(r, seed, idx, 200);
+    zr_close(r);
+
+    unsetenv("LOADERX_CACHE_DIR");
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    int rc = 0;
+    bool same = ragged ? zt_ragged_matches(r, seed, idx, 200, 2, 40, &rc)
+                       : zt_dense_matches(r, seed, idx, 200, &rc);
+    ck_assert_msg(!same, "without the cache, the spoiled objects should show");
+    zr_close(r);
+    unsetenv("LOADERX_CACHE_BLOCK");
+    free(cache);
+    free(url);
+    free(dir);
+}
+END_TEST
+
+/* A cache bounded below the store evicts files and still reads right. */
+START_TEST(cache_stays_near_its_bound)
+{
+    uint64_t n = 2000;
+    char *dir = make_store("s", false, ZR_CODEC_RAW, 9, n); /* 4 MB, 63 chunks */
+    char *url = remote_url("bound");
+    upload(dir, url, NULL);
+    char *cache = zt_path("cache");
+    setenv("LOADERX_CACHE_DIR", cache, 1);
+    setenv("LOADERX_CACHE_BLOCK", "4096", 1);
+    setenv("LOADERX_CACHE_SIZE", "512K", 1);
+    zr_store *r;
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    for (int pass = 0; pass < 2; pass++)
+        zt_check_dense_all(r, 9);
+    zr_close(r);
+    /* Each fill past a sixteenth of the bound measures the folder and
+     * evicts to 90% of it; what is left is at most that plus a fill. */
+    uint64_t held = disk_bytes(cache);
+    ck_assert_msg(held < 2 * 512 * 1024, "the cache holds %llu bytes, bound 512 KiB",
+                  (unsigned long long)held);
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    zt_check_dense_all(r, 9);
+    zr_close(r);
+    setenv("LOADERX_CACHE_SIZE", "12X", 1);
+    ZR_FAIL_CALL(zr_open(&r, url, ZR_RDONLY), ZR_EINVAL);
+    unsetenv("LOADERX_CACHE_SIZE");
+    unsetenv("LOADERX_CACHE_BLOCK");
+    unsetenv("LOADERX_CACHE_DIR");
+    free(cache);
+    free(url);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("s3_remote");
@@ -303,6 +454,8 @@ int main(void)
     tcase_add_test(tc, remote_without_header_is_not_a_store);
     tcase_add_test(tc, remote_damage_is_reported);
     tcase_add_test(tc, remote_access_errors);
+    tcase_add_loop_test(tc, cache_serves_what_it_fetched, 0, 6);
+    tcase_add_test(tc, cache_stays_near_its_bound);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,488 @@
+/*
+ * rcache.c: the local cache of remote stores (rcache.h).
+ *
+ * The cache folder holds a folder per store, named after a hash of its
+ * address, header, identity and file sizes (a store pushed again under
+ * the same address is another store), and in it a sparse file per chunk
+ * file and segment, of the same bytes at the same offsets: once the
+ * blocks a batch needs are there, the batch is read from the mappings of
+ * these files exactly as a local store's (gather.c), which is what makes
+ * a store that fits in the cache read at a local store's speed after its
+ * first epoch. Blocks are fetched whole (LOADERX_CACHE_BLOCK bytes, 1 MiB
+ * by default): a store that fits is then fetched in a request per block,
+ * not one per record.
+ *
+ * Which blocks a file holds is a bitmap in the same file, past the bytes
+ * a handle maps, so that bits and bytes always come from one inode. A
+ * block is written, made durable (fdatasync), and only then marked, so
+ * that a bit never outlives its bytes in a power cut; bits are set with
+ * atomic or, which other processes see through their shared mappings.
+ *
+ * Several processes share the folder. Space is bounded by evicting whole
+ * files, least recently used first (their mtime, touched on use): an
+ * evicted file is unlinked, and a process that has it open keeps reading
+ * the bytes and bits of that inode, which stay consistent, while new
+ * openers start a fresh file. A handle keeps each file it opened for its
+ * lifetime, and its cache of descriptors (tables.c) gets copies of them,
+ * so the descriptor it reads through and the bitmap it checks are always
+ * of the same inode.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gather.h"
+#include "io.h"
+#include "rcache.h"
+#include "s3.h"
+
+#define DEFAULT_BLOCK (1u << 20)
+/* Bytes fetched in one round of a fill, at most (one block may be more). */
+#define ROUND_BYTES (64u << 20)
+/* A file in use is touched (its mtime, the eviction's clock) this often. */
+#define TOUCH_NS (5ull * 1000000000ull)
+
+struct rfile {
+    int fd;               /* -1 until opened */
+    uint8_t *bits;        /* the bitmap, mapped shared */
+    size_t bits_len;      /* bytes mapped for it */
+    uint64_t touched;     /* when it was last touched (ns) */
+};
+
+struct zr_rcache {
+    int rootfd;           /* the cache folder */
+    int storefd;          /* its folder for this store */
+    uint64_t max;
+    uint64_t block;
+    pthread_mutex_t lock; /* opening files, touching them */
+    struct rfile *files[2]; /* by table (chunks, segments), by id */
+    uint32_t count[2];
+    _Atomic uint64_t since_evict; /* bytes written since the folder was last measured */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int table_no(const zr_store *s, const struct zr_ftable *t)
+{
+    return t == &s->chunks ? 0 : 1;
+}
+
+/* Where the bitmap of a file of t starts: past the bytes mapped. */
+static uint64_t bits_at(const struct zr_ftable *t)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    return (t->cap + page - 1) / page * page;
+}
+
+static uint64_t file_size(const struct zr_ftable *t, uint32_t id)
+{
+    return atomic_load_explicit(&zr_ftable_at(t, id)->size, memory_order_acquire);
+}
+
+/* Open (creating it if needed) the cache file of file id of t, with the
+ * cache's lock held. */
+static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfile **out)
+{
+    struct zr_rcache *rc = s->rcache;
+    struct rfile *f = &rc->files[table_no(s, t)][id];
+    *out = f;
+    if (f->fd >= 0)
+        return 0;
+    char name[32];
+    snprintf(name, sizeof name, "%u.%s", id, t->suffix);
+    uint64_t nbits = (file_size(t, id) + rc->block - 1) / rc->block;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    size_t len = (size_t)(((nbits + 7) / 8 + page - 1) / page * page);
+    if (len == 0)
+        len = (size_t)page;
+    int fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return zr_err_sys(errno, "opening the cache file %s of %s", name, s->path);
+    struct stat st;
+    uint64_t want = bits_at(t) + len;
+    if (zr_io.fstat(fd, &st) != 0 ||
+        ((uint64_t)st.st_size < want && zr_io.ftruncate(fd, (off_t)want) != 0)) {
+        int e = errno;
+        zr_io.close(fd);
+        return zr_err_sys(e, "sizing the cache file %s of %s", name, s->path);
+    }
+    void *m = zr_io.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)bits_at(t));
+    if (m == MAP_FAILED) {
+        int e = errno;
+        zr_io.close(fd);
+        return zr_err_sys(e, "mapping the cache file %s of %s", name, s->path);
+    }
+    f->bits = m;
+    f->bits_len = len;
+    f->fd = fd;
+    f->touched = now_ns();
+    return 0;
+}
+
+/* The cache file of file id of t, opened if needed; NULL with the error
+ * set when it cannot be. */
+static struct rfile *get_file(zr_store *s, struct zr_ftable *t, uint32_t id, int *err)
+{
+    struct zr_rcache *rc = s->rcache;
+    struct rfile *f;
+    pthread_mutex_lock(&rc->lock);
+    *err = open_locked(s, t, id, &f);
+    uint64_t now = now_ns();
+    /* Touched now and then while in use, so that eviction sees it used. */
+    if (*err == 0 && now - f->touched > TOUCH_NS) {
+        f->touched = now;
+        (void)futimens(f->fd, NULL);
+    }
+    pthread_mutex_unlock(&rc->lock);
+    return *err == 0 ? f : NULL;
+}
+
+static bool has_block(const struct rfile *f, uint64_t b)
+{
+    return (__atomic_load_n(&f->bits[b / 8], __ATOMIC_ACQUIRE) >> (b % 8)) & 1;
+}
+
+int zr_rcache_dup(zr_store *s, struct zr_ftable *t, uint32_t id)
+{
+    int err;
+    struct rfile *f = get_file(s, t, id, &err);
+    if (!f) {
+        errno = EIO;
+        return -1;
+    }
+    return fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* ---- eviction ---------------------------------------------------------- */
+
+struct held {
+    int dirfd;
+    char name[40];
+    char store[40];
+    uint64_t bytes;
+    struct timespec mtime;
+};
+
+static int held_cmp(const void *x, const void *y)
+{
+    const struct held *a = x, *b = y;
+    if (a->mtime.tv_sec != b->mtime.tv_sec)
+        return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
+    return a->mtime.tv_nsec < b->mtime.tv_nsec ? -1 : a->mtime.tv_nsec > b->mtime.tv_nsec;
+}
+
+/* Measure the whole cache folder and, past the bound, unlink the least
+ * recently used files until it holds 90% of it. One process at a time
+ * does this (a lock file); others skip it meanwhile. */
+static void evict(struct zr_rcache *rc)
+{
+    int lk = openat(rc->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lk < 0)
+        return;
+    if (flock(lk, LOCK_EX | LOCK_NB) != 0) {
+        close(lk);
+        return;
+    }
+    struct held *h = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    int rd = openat(rc->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *root = rd >= 0 ? fdopendir(rd) : NULL;
+    struct dirent *e;
+    while (root && (e = readdir(root)) != NULL) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof h->store)
+            continue;
+        int sd = openat(rc->rootfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = sd >= 0 ? fdopendir(sd) : NULL;
+        struct dirent *fe;
+        while (d && (fe = readdir(d)) != NULL) {
+            struct stat st;
+            if (fe->d_name[0] == '.' || strlen(fe->d_name) >= sizeof h->name ||
+                fstatat(sd, fe->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                struct held *g = realloc(h, cap * sizeof *h);
+                if (!g)
+                    break;
+                h = g;
+            }
+            h[n] = (struct held){.bytes = (uint64_t)st.st_blocks * 512, .mtime = st.st_mtim};
+            snprintf(h[n].name, sizeof h[n].name, "%s", fe->d_name);
+            snprintf(h[n].store, sizeof h[n].store, "%s", e->d_name);
+            total += h[n].bytes;
+            n++;
+        }
+        if (d)
+            closedir(d);
+        else if (sd >= 0)
+            close(sd);
+    }
+    if (root)
+        closedir(root);
+    else if (rd >= 0)
+        close(rd);
+    if (total > rc->max) {
+        qsort(h, n, sizeof *h, held_cmp);
+        for (size_t k = 0; k < n && total > rc->max / 10 * 9; k++) {
+            char path[96];
+            snprintf(path, sizeof path, "%s/%s", h[k].store, h[k].name);
+            if (unlinkat(rc->rootfd, path, 0) == 0)
+                total -= h[k].bytes;
+        }
+    }
+    free(h);
+    close(lk); /* releases the lock */
+}
+
+/* ---- filling ----------------------------------------------------------- */
+
+/* A block to fetch: block b of file id of the table. */
+struct want {
+    uint32_t id;
+    uint64_t b;
+    struct rfile *f;
+    uint8_t *buf;
+};
+
+static int want_cmp(const void *x, const void *y)
+{
+    const struct want *a = x, *c = y;
+    if (a->id != c->id)
+        return a->id < c->id ? -1 : 1;
+    return a->b < c->b ? -1 : a->b > c->b;
+}
+
+struct round {
+    zr_store *s;
+    struct zr_ftable *t;
+    struct want *w;
+};
+
+/* A block arrived: write it to its cache file (durable and marked once
+ * the round is over). */
+static int block_arrived(void *arg, const struct zr_s3_range *r)
+{
+    struct round *rd = arg;
+    const struct want *w = &rd->w[r->tag];
+    char name[48];
+    snprintf(name, sizeof name, "the cache file %u.%s", w->id, rd->t->suffix);
+    return zr_write_all(w->f->fd, r->to, (size_t)r->len, r->off, name);
+}
+
+/* Fetch blocks w[0..n) (sorted, distinct) of t, write them, make them
+ * durable and mark them. */
+static int fetch_round(zr_store *s, struct zr_ftable *t, struct want *w, size_t n)
+{
+    struct zr_rcache *rc = s->rcache;
+    struct zr_s3_range *r = zr_calloc(n, sizeof *r);
+    char (*names)[32] = zr_malloc(n * sizeof *names);
+    int err = r && names ? 0 : zr_err(ZR_ENOMEM, "%s: fetching %zu blocks", s->path, n);
+    uint64_t bytes = 0;
+    for (size_t k = 0; err == 0 && k < n; k++) {
+        uint64_t off = w[k].b * rc->block;
+        uint64_t len = ZR_MIN(rc->block, file_size(t, w[k].id) - off);
+        snprintf(names[k], sizeof names[k], "%u.%s", w[k].id, t->suffix);
+        if (!(w[k].buf = zr_malloc((size_t)len)))
+            err = zr_err(ZR_ENOMEM, "%s: a block of %llu bytes", s->path, (unsigned long long)len);
+        r[k] = (struct zr_s3_range){.name = names[k], .off = off, .len = len, .to = w[k].buf,
+                                    .tag = k};
+        bytes += len;
+    }
+    struct round rd = {.s = s, .t = t, .w = w};
+    if (err == 0)
+        err = zr_s3_get_ranges(s->remote, r, n, 0, block_arrived, &rd);
+    for (size_t k = 0; err == 0 && k < n; k++) {
+        if (k > 0 && w[k].f == w[k - 1].f)
+            continue;
+        if (zr_io.fdatasync(w[k].f->fd) != 0)
+            err = zr_err_sys(errno, "syncing the cache file %s of %s", names[k], s->path);
+    }
+    for (size_t k = 0; err == 0 && k < n; k++)
+        __atomic_fetch_or(&w[k].f->bits[w[k].b / 8], (uint8_t)(1u << (w[k].b % 8)),
+                          __ATOMIC_RELEASE);
+    for (size_t k = 0; k < n; k++)
+        zr_free(w[k].buf);
+    zr_free(r);
+    zr_free(names);
+    if (err == 0 && atomic_fetch_add(&rc->since_evict, bytes) + bytes > rc->max / 16) {
+        atomic_store(&rc->since_evict, 0);
+        evict(rc);
+    }
+    return err;
+}
+
+int zr_rcache_fill(zr_store *s, struct zr_ftable *t, const struct zr_piece *p, size_t n)
+{
+    struct zr_rcache *rc = s->rcache;
+    size_t m = 0, cap = 0;
+    struct want *w = NULL;
+    int err = 0;
+    for (size_t k = 0; err == 0 && k < n; k++) {
+        struct rfile *f = get_file(s, t, p[k].file, &err);
+        if (!f || p[k].len == 0)
+            continue;
+        for (uint64_t b = p[k].off / rc->block; b <= (p[k].off + p[k].len - 1) / rc->block; b++) {
+            if (has_block(f, b))
+                continue;
+            if (m == cap) {
+                cap = cap ? 2 * cap : 64;
+                struct want *g = zr_realloc(w, cap * sizeof *w);
+                if (!g) {
+                    err = zr_err(ZR_ENOMEM, "%s: planning the cache's fetches", s->path);
+                    break;
+                }
+                w = g;
+            }
+            w[m++] = (struct want){.id = p[k].file, .b = b, .f = f};
+        }
+    }
+    if (err == 0 && m > 0) {
+        qsort(w, m, sizeof *w, want_cmp);
+        size_t u = 0;
+        for (size_t k = 0; k < m; k++)
+            if (u == 0 || want_cmp(&w[u - 1], &w[k]) != 0)
+                w[u++] = w[k];
+        size_t per_round = ZR_MAX(1, ROUND_BYTES / rc->block);
+        for (size_t a = 0; err == 0 && a < u; a += per_round)
+            err = fetch_round(s, t, w + a, ZR_MIN(per_round, u - a));
+    }
+    zr_free(w);
+    return err;
+}
+
+/* Whether bytes [off, off + len) of file id of t are all in the cache. */
+static bool holds_range(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t off, uint64_t len)
+{
+    int err;
+    struct rfile *f = get_file(s, t, id, &err);
+    if (!f || len == 0)
+        return f != NULL;
+    uint64_t bl = s->rcache->block;
+    for (uint64_t b = off / bl; b <= (off + len - 1) / bl; b++)
+        if (!has_block(f, b))
+            return false;
+    return true;
+}
+
+bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_out)
+{
+    bool all = true;
+    uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
+    unsigned rs = zr_read_enter(s);
+    for (size_t k = 0; all && k < n; k++) {
+        uint64_t i = idx[k];
+        struct zr_loc l;
+        if (i < laid_out) {
+            zr_layout_loc(s, i, &l);
+        } else {
+            if (k % ZR_PAUSE_EVERY == 0)
+                zr_read_pause(s, &rs);
+            all = holds_range(s, &s->segs, (uint32_t)(i >> s->seg_shift),
+                              (i & in_seg) * ZR_LOC_SIZE, ZR_LOC_SIZE) &&
+                  zr_loc_get(s, i, &l) == 0;
+        }
+        all = all && holds_range(s, &s->chunks, l.chunk_id, l.offset, l.phys_length);
+    }
+    zr_read_leave(s, rs);
+    return all;
+}
+
+/* ---- attaching --------------------------------------------------------- */
+
+int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
+{
+    struct zr_rcache *rc = zr_calloc(1, sizeof *rc);
+    if (!rc)
+        return zr_err(ZR_ENOMEM, "%s: the cache", s->path);
+    rc->rootfd = rc->storefd = -1;
+    pthread_mutex_init(&rc->lock, NULL);
+    s->rcache = rc;
+    rc->max = max_bytes;
+    const char *env = getenv("LOADERX_CACHE_BLOCK");
+    rc->block = env && *env ? strtoull(env, NULL, 10) : DEFAULT_BLOCK;
+    if (rc->block < 4096 || rc->block > (1u << 30) || (rc->block & (rc->block - 1)))
+        return zr_err(ZR_EINVAL, "LOADERX_CACHE_BLOCK must be a power of two from 4096 to "
+                      "2^30 bytes, not %s", env);
+    for (int k = 0; k < 2; k++) {
+        struct zr_ftable *t = k == 0 ? &s->chunks : &s->segs;
+        rc->count[k] = atomic_load(&t->count);
+        rc->files[k] = zr_malloc((rc->count[k] + 1) * sizeof *rc->files[k]);
+        if (!rc->files[k])
+            return zr_err(ZR_ENOMEM, "%s: the cache", s->path);
+        for (uint32_t i = 0; i <= rc->count[k]; i++)
+            rc->files[k][i] = (struct rfile){.fd = -1};
+    }
+    if (zr_io.mkdirat(AT_FDCWD, dir, 0755) != 0 && errno != EEXIST)
+        return zr_err_sys(errno, "creating the cache folder %s", dir);
+    rc->rootfd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (rc->rootfd < 0)
+        return zr_err_sys(errno, "opening the cache folder %s", dir);
+    /* The folder of this store: a hash of what makes it this store. */
+    uint64_t h = 1469598103934665603ull;
+#define MIX(p, n)                                                                  \
+    for (size_t q_ = 0; q_ < (n); q_++)                                            \
+        h = (h ^ ((const uint8_t *)(p))[q_]) * 1099511628211ull
+    MIX(s->path, strlen(s->path));
+    uint8_t raw[ZR_HEADER_SIZE];
+    zr_header_encode(&s->hdr, raw);
+    MIX(raw, sizeof raw);
+    MIX(&s->id.kind, sizeof s->id.kind);
+    MIX(s->id.dtype, strlen(s->id.dtype));
+    MIX(&s->id.ndim, sizeof s->id.ndim);
+    MIX(s->id.shape, s->id.ndim * sizeof s->id.shape[0]);
+    MIX(&s->chunk_cap, sizeof s->chunk_cap);
+    MIX(&s->seg_shift, sizeof s->seg_shift);
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < rc->count[k]; i++) {
+            uint64_t size = file_size(k == 0 ? &s->chunks : &s->segs, i);
+            MIX(&size, sizeof size);
+        }
+#undef MIX
+    char name[24];
+    snprintf(name, sizeof name, "%016" PRIx64, h);
+    if (zr_io.mkdirat(rc->rootfd, name, 0755) != 0 && errno != EEXIST)
+        return zr_err_sys(errno, "creating the cache folder %s/%s", dir, name);
+    rc->storefd = zr_io.openat(rc->rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (rc->storefd < 0)
+        return zr_err_sys(errno, "opening the cache folder %s/%s", dir, name);
+    return 0;
+}
+
+void zr_rcache_free(zr_store *s)
+{
+    struct zr_rcache *rc = s->rcache;
+    if (!rc)
+        return;
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; rc->files[k] && i <= rc->count[k]; i++) {
+            struct rfile *f = &rc->files[k][i];
+            if (f->bits)
+                zr_io.munmap(f->bits, f->bits_len);
+            if (f->fd >= 0)
+                zr_io.close(f->fd);
+        }
+    zr_free(rc->files[0]);
+    zr_free(rc->files[1]);
+    if (rc->storefd >= 0)
+        zr_io.close(rc->storefd);
+    if (rc->rootfd >= 0)
+        zr_io.close(rc->rootfd);
+    pthread_mutex_destroy(&rc->lock);
+    zr_free(rc);
+    s->rcache = NULL;
+}
