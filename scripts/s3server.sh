@@ -32,7 +32,10 @@
 #                           (a developer's and make check's) do not collide;
 #                           a port given and busy is refused.
 #   LOADERX_S3_STORE_BYTES  memstore capacity (default 4 GiB); the OSD holds
-#                           about 2.3 times the bytes stored in RAM
+#                           about 2.5 times the bytes stored in RAM. Past
+#                           it, PUTs hang (Ceph makes clients of a full
+#                           cluster wait) rather than fail: keep test data
+#                           well below.
 #   LOADERX_S3_ACCESS_KEY, LOADERX_S3_SECRET_KEY  the S3 user's keys
 #                           (default: random for each start)
 #   LOADERX_S3_TIMEOUT      seconds to wait for each stage (default 120)
@@ -208,19 +211,22 @@ pick_ports() {
     exit 1
 }
 
-# Stop what started, show the ends of the daemons' logs, keep the folder
-# for a look, and fail.
 die() {
-    local f
     log "ERROR: $*"
+    exit 1
+}
+
+# A start that fails, at any step: show the ends of the daemons' logs, stop
+# what started, and keep the folder for a look.
+start_failed() {
+    local f
     for f in "$DIR"/log/*; do
         [ -s "$f" ] || continue
         echo "--- last lines of $f" >&2
         tail -n 20 "$f" >&2
     done
     stop_daemons
-    log "the logs stay in $DIR (scripts/s3server.sh stop removes it)"
-    exit 1
+    log "start failed; the logs stay in $DIR (scripts/s3server.sh stop removes it)"
 }
 
 # wait_for WHAT COMMAND...: run COMMAND every 0.2 s until it succeeds;
@@ -362,6 +368,7 @@ cmd_start() {
     : >"$MARK"
     mkdir "$DIR"/{run,log,crash,keys,mon.a,osd.0,rgw}
     STARTED=""
+    trap 'status=$?; [ "$status" = 0 ] || start_failed; exit "$status"' EXIT
     trap 'die "interrupted"' INT TERM HUP
     FSID=$(uuidgen)
     ACCESS_KEY=${LOADERX_S3_ACCESS_KEY:-$(random_hex 10 | tr a-f A-F)}
@@ -412,7 +419,7 @@ cmd_start() {
     write_env
     # radosgw caches the user table for a moment: wait for a signed request.
     wait_for "signed request to succeed" s3_ok
-    trap - INT TERM HUP
+    trap - EXIT INT TERM HUP
     log "S3 ready at http://127.0.0.1:$RGW_PORT ($DIR/env)"
     cat "$DIR/env"
 }
