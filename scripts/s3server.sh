@@ -229,6 +229,11 @@ start_failed() {
     log "start failed; the logs stay in $DIR (scripts/s3server.sh stop removes it)"
 }
 
+on_start_exit() {
+    [ "$1" = 0 ] || start_failed
+    exit "$1"
+}
+
 # wait_for WHAT COMMAND...: run COMMAND every 0.2 s until it succeeds;
 # fail at the timeout or as soon as a daemon that was started has died.
 wait_for() {
@@ -368,14 +373,14 @@ cmd_start() {
     : >"$MARK"
     mkdir "$DIR"/{run,log,crash,keys,mon.a,osd.0,rgw}
     STARTED=""
-    trap 'status=$?; [ "$status" = 0 ] || start_failed; exit "$status"' EXIT
+    trap 'on_start_exit $?' EXIT
     trap 'die "interrupted"' INT TERM HUP
     FSID=$(uuidgen)
     ACCESS_KEY=${LOADERX_S3_ACCESS_KEY:-$(random_hex 10 | tr a-f A-F)}
     SECRET_KEY=${LOADERX_S3_SECRET_KEY:-$(random_hex 20)}
     write_conf
     export CEPH_CONF=$CONF
-    admin="ceph --conf $CONF --connect-timeout 10"
+    admin=(ceph --conf "$CONF" --connect-timeout 10)
     log "ports: S3 $RGW_PORT, monitor $MON_PORT-$((MON_PORT + 1)), OSD $MSGR_PORT-$((MSGR_PORT + MSGR_PORTS - 1))"
 
     # Every key is made here and given to the monitor's first keyring, so
@@ -400,11 +405,11 @@ cmd_start() {
     ceph-mon --conf "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$k/mon.keyring" \
         2>>"$DIR/log/mon.a.stderr" || die "the monitor's mkfs failed"
     start_daemon mon.a ceph-mon --conf "$CONF" -i a
-    wait_for "monitor" $admin mon stat
+    wait_for "monitor" "${admin[@]}" mon stat
     log "monitor up"
 
     osd_uuid=$(uuidgen)
-    [ "$($admin osd new "$osd_uuid" 2>>"$DIR/log/admin.stderr")" = 0 ] || die "ceph osd new did not give osd.0"
+    [ "$("${admin[@]}" osd new "$osd_uuid" 2>>"$DIR/log/admin.stderr")" = 0 ] || die "ceph osd new did not give osd.0"
     ceph-osd --conf "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$DIR/log/osd.0.mkfs" 2>&1 ||
         die "the OSD's mkfs failed"
     start_daemon osd.0 ceph-osd --conf "$CONF" -i 0
