@@ -313,10 +313,8 @@ static uint64_t feistel_apply(const struct feistel *f, uint64_t x)
  * lets the processor overlap them, which is most of the speed. */
 #define LANES 8
 
-static void feistel_lanes(const struct feistel *f, uint64_t first, uint64_t *x)
+static void feistel_lanes_of(const struct feistel *f, uint64_t *x)
 {
-    for (int l = 0; l < LANES; l++)
-        x[l] = first + (uint64_t)l;
     unsigned lo_w = f->bits / 2, hi_w = f->bits - lo_w;
     for (int r = 0; r < FEISTEL_ROUNDS; r++) {
         uint64_t lo_mask = ((uint64_t)1 << lo_w) - 1, hi_mask = ((uint64_t)1 << hi_w) - 1;
@@ -328,6 +326,14 @@ static void feistel_lanes(const struct feistel *f, uint64_t first, uint64_t *x)
         lo_w = hi_w;
         hi_w = w;
     }
+}
+
+/* The network over the LANES consecutive inputs from first. */
+static void feistel_lanes(const struct feistel *f, uint64_t first, uint64_t *x)
+{
+    for (int l = 0; l < LANES; l++)
+        x[l] = first + (uint64_t)l;
+    feistel_lanes_of(f, x);
 }
 
 /* Cycle-walking: applying the permutation again until the value lands in
@@ -483,26 +489,33 @@ static uint64_t window_of(const zr_sampler *sm, const struct quasi *q, uint64_t 
     return w;
 }
 
+/* The slot holding position s of the cycle's sequence, and in *off the
+ * offset of s in it. */
+static inline uint64_t quasi_slot(const zr_sampler *sm, const struct quasi *q, uint64_t s,
+                                  uint64_t *off)
+{
+    uint64_t b = sm->block, cut = q->star * b;
+    if (s < cut) {
+        *off = s % b;
+        return s / b;
+    }
+    if (s < cut + sm->tail) {
+        *off = s - cut;
+        return q->star;
+    }
+    s += q->shift;
+    *off = s % b;
+    return s / b;
+}
+
 /* The record at position p of the window qw (lo <= p < hi). */
 static inline uint64_t quasi_record(const zr_sampler *sm, const struct quasi *q,
                                     const struct quasi_window *qw, uint64_t p)
 {
-    uint64_t len = qw->hi - qw->lo;
+    uint64_t len = qw->hi - qw->lo, off;
     uint64_t s = qw->lo + walk(&qw->f, feistel_apply(&qw->f, p - qw->lo), len);
-    /* The slot of sequence position s and the offset in it. */
-    uint64_t b = sm->block, cut = q->star * b, j, off;
-    if (s < cut) {
-        j = s / b;
-        off = s % b;
-    } else if (s < cut + sm->tail) {
-        j = q->star;
-        off = s - cut;
-    } else {
-        s += q->shift;
-        j = s / b;
-        off = s % b;
-    }
-    return walk(&q->blocks, feistel_apply(&q->blocks, j), sm->nblocks) * b + off;
+    uint64_t j = quasi_slot(sm, q, s, &off);
+    return walk(&q->blocks, feistel_apply(&q->blocks, j), sm->nblocks) * sm->block + off;
 }
 
 static void fill_quasi(const zr_sampler *sm, uint64_t step, uint64_t *out)
@@ -513,11 +526,25 @@ static void fill_quasi(const zr_sampler *sm, uint64_t step, uint64_t *out)
     uint64_t pos0 = within * sm->global + (uint64_t)sm->rank * sm->batch;
     struct quasi_window qw;
     quasi_window(sm, &q, window_of(sm, &q, pos0), &qw);
-    for (uint64_t i = 0; i < sm->batch; i++) {
+    uint64_t i = 0;
+    while (i < sm->batch) {
         uint64_t p = pos0 + i;
         if (p >= qw.hi)
             quasi_window(sm, &q, qw.w + 1, &qw);
-        out[i] = quasi_record(sm, &q, &qw, p);
+        if (i + LANES > sm->batch || p + LANES > qw.hi) {
+            out[i++] = quasi_record(sm, &q, &qw, p);
+            continue;
+        }
+        /* LANES positions of one window, both networks interleaved as in
+         * the cyclic mode: the same values as quasi_record's. */
+        uint64_t x[LANES], off[LANES], len = qw.hi - qw.lo;
+        feistel_lanes(&qw.f, p - qw.lo, x);
+        for (int l = 0; l < LANES; l++)
+            x[l] = quasi_slot(sm, &q, qw.lo + walk(&qw.f, x[l], len), &off[l]);
+        feistel_lanes_of(&q.blocks, x);
+        for (int l = 0; l < LANES; l++)
+            out[i + (uint64_t)l] = walk(&q.blocks, x[l], sm->nblocks) * sm->block + off[l];
+        i += LANES;
     }
 }
 

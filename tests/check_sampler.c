@@ -337,14 +337,16 @@ static const uint64_t quasi_spaces[] = {1, 2, 5, 7, 8, 9, 23, 24, 25, 40, 47, 48
 
 /* A cycle's whole order, the positions the batches drop included, is a
  * permutation of [0, n); the batches of the cycle are its first per_cycle
- * * G positions, in order. */
+ * * G positions, in order, at a batch of 5 (drawn one position at a time)
+ * and of 21 (eight at a time, then one at a time where a window ends). */
 START_TEST(quasi_cycle_is_a_permutation_of_the_index_space)
 {
     static const struct { uint64_t block, window; } shapes[] = {{8, 3}, {1, 1}, {1, 4}, {7, 1},
                                                                 {64, 16}, {5, 1000}, {3000, 2}};
-    for (size_t k = 0; k < sizeof quasi_spaces / sizeof quasi_spaces[0]; k++)
+    for (size_t k = 0; k < 2 * sizeof quasi_spaces / sizeof quasi_spaces[0]; k++)
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
-            uint64_t n = quasi_spaces[k], batch = n < 5 ? n : 5;
+            uint64_t n = quasi_spaces[k / 2], want = k % 2 ? 21 : 5;
+            uint64_t batch = n < want ? n : want;
             zr_sampler *sm = quasi(n, batch, shapes[h].block, shapes[h].window, k * 31 + h, 0, 1);
             uint64_t per = info_of(sm).per_cycle;
             ck_assert_uint_eq(per, n / batch);
