@@ -302,7 +302,8 @@ ZR_LOADER_MAX_THREADS = 256
 # or foreign library, and is reported as such rather than failing later at
 # the first call that happens to need one.
 _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
-             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy",
+             "zr_sampler_batch", "zr_sampler_create_opts",
+             "zr_loader_create", "zr_loader_destroy",
              "zr_version_string")
 
 _SONAMES = ("libloaderx.so.1", "libloaderx.so")
