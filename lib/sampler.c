@@ -478,9 +478,9 @@ static void quasi_window(const zr_sampler *sm, const struct quasi *q, uint64_t w
                  domain_bits(qw->hi - qw->lo));
 }
 
-/* The window holding position p. Windows before the short block's are
- * W * b long and later ones b - tail shorter, so p / (W * b) is the window
- * or the one before it. */
+/* The window holding position p. Window w starts at w * W * b, or b - tail
+ * earlier once the short block lies in an earlier slot, so the window is
+ * p / (W * b) or the one after it. */
 static uint64_t window_of(const zr_sampler *sm, const struct quasi *q, uint64_t p)
 {
     uint64_t w = p / (sm->window * sm->block);
