@@ -370,8 +370,10 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
         return zr_err(ZR_EINVAL, "depth %u or threads %u over the limits %d and %d", depth,
                       nthreads, ZR_LOADER_MAX_DEPTH, ZR_LOADER_MAX_THREADS);
     zr_sampler sm;
-    rc = zr_sampler_setup(&sm, len, opts->batch, opts->mode, opts->seed, opts->rank,
-                          opts->world ? opts->world : 1);
+    zr_sampler_opts so = {.size = sizeof so, .mode = opts->mode, .batch = opts->batch,
+                          .seed = opts->seed, .rank = opts->rank, .world = opts->world,
+                          .block = opts->block, .window = opts->window};
+    rc = zr_sampler_setup(&sm, len, &so);
     if (rc != 0)
         return rc;
     /* Every per-record array of a slot must be addressable. */

@@ -96,6 +96,18 @@ int main(void)
     FIELD(zr_sampler_info, rank);
     FIELD(zr_sampler_info, world);
     FIELD(zr_sampler_info, mode);
+    FIELD(zr_sampler_info, block);
+    FIELD(zr_sampler_info, window);
+
+    STRUCT(zr_sampler_opts);
+    FIELD(zr_sampler_opts, size);
+    FIELD(zr_sampler_opts, mode);
+    FIELD(zr_sampler_opts, batch);
+    FIELD(zr_sampler_opts, seed);
+    FIELD(zr_sampler_opts, rank);
+    FIELD(zr_sampler_opts, world);
+    FIELD(zr_sampler_opts, block);
+    FIELD(zr_sampler_opts, window);
 
     STRUCT(zr_column);
     FIELD(zr_column, name);
@@ -127,6 +139,8 @@ int main(void)
     FIELD(zr_loader_opts, transform);
     FIELD(zr_loader_opts, user);
     FIELD(zr_loader_opts, aux_free);
+    FIELD(zr_loader_opts, block);
+    FIELD(zr_loader_opts, window);
 
     CONST(ZR_OK);
     CONST(ZR_EINVAL);
@@ -166,6 +180,9 @@ int main(void)
     CONST(ZR_SEQUENTIAL);
     CONST(ZR_IID);
     CONST(ZR_CYCLIC);
+    CONST(ZR_QUASI);
+    CONST(ZR_QUASI_BLOCK);
+    CONST(ZR_QUASI_WINDOW);
     UCONST(ZR_SAMPLER_MAX_N);
     CONST(ZR_LOADER_MAX_DEPTH);
     CONST(ZR_LOADER_MAX_THREADS);

@@ -170,10 +170,10 @@ START_TEST(batches_equal_direct_gathers_at_every_depth_and_thread_count)
 {
     struct fixture f;
     setup(&f);
-    static const int modes[] = {ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC};
+    static const int modes[] = {ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC, ZR_QUASI};
     static const unsigned depths[] = {1, 2, 5};
     static const unsigned threads[] = {1, 3};
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < 4; m++)
         for (int d = 0; d < 3; d++)
             for (int t = 0; t < 2; t++) {
                 zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = modes[m], .batch = 16,
@@ -231,6 +231,44 @@ START_TEST(start_step_resumes_exactly_where_a_run_stood)
     }
     zr_loader_destroy(first);
     zr_loader_destroy(resumed);
+    teardown(&f);
+}
+END_TEST
+
+/* The options' block and window reach the loader's sampler, which draws
+ * what a sampler made with the same options draws. */
+START_TEST(quasi_block_and_window_reach_the_sampler)
+{
+    struct fixture f;
+    setup(&f);
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_QUASI, .batch = 16, .seed = 5,
+                        .block = 8, .window = 3};
+    zr_loader *ld = open_loader(&f, &o);
+    zr_sampler_info info = ZR_SAMPLER_INFO_INIT;
+    ZR_OK_CALL(zr_sampler_get_info(zr_loader_sampler(ld), &info));
+    ck_assert_int_eq(info.mode, ZR_QUASI);
+    ck_assert_uint_eq(info.block, 8);
+    ck_assert_uint_eq(info.window, 3);
+    zr_sampler_opts so = {.size = sizeof so, .mode = ZR_QUASI, .batch = 16, .seed = 5,
+                          .block = 8, .window = 3};
+    zr_sampler *sm;
+    ZR_OK_CALL(zr_sampler_create_opts(&sm, NREC, &so));
+    for (uint64_t s = 0; s < 12; s++) {
+        zr_batch *b;
+        uint64_t want[16];
+        ZR_OK_CALL(zr_loader_next(ld, &b));
+        ZR_OK_CALL(zr_sampler_batch(sm, s, want));
+        ck_assert_mem_eq(b->indices, want, sizeof want);
+        zr_batch_release(b);
+    }
+    zr_sampler_free(sm);
+    zr_loader_destroy(ld);
+    /* Block and window mean nothing to the other modes, which refuse them. */
+    o.mode = ZR_CYCLIC;
+    zr_store *stores[] = {f.dense};
+    const char *names[] = {"image"};
+    ZR_FAIL_CALL(zr_loader_create(&ld, stores, names, 1, &o), ZR_EINVAL);
+    ck_assert_ptr_null(ld);
     teardown(&f);
 }
 END_TEST
@@ -719,6 +757,7 @@ Suite *suite_loader(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, batches_equal_direct_gathers_at_every_depth_and_thread_count);
     tcase_add_test(tc, start_step_resumes_exactly_where_a_run_stood);
+    tcase_add_test(tc, quasi_block_and_window_reach_the_sampler);
     tcase_add_test(tc, transform_runs_on_workers_and_edits_batches_in_place);
     tcase_add_loop_test(tc, transform_failure_surfaces_from_next, 0,
                         (int)(sizeof tx_failures / sizeof tx_failures[0]));

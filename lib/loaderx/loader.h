@@ -19,6 +19,11 @@
 #define ZR_SEQUENTIAL 1 /* a window sliding over the index space, wrapping around */
 #define ZR_IID 2        /* uniform with replacement */
 #define ZR_CYCLIC 3     /* without replacement: a fresh permutation every cycle */
+#define ZR_QUASI 4      /* without replacement, shuffling blocks of consecutive records */
+
+/* ZR_QUASI's defaults: records per block and blocks per shuffle window. */
+#define ZR_QUASI_BLOCK 64
+#define ZR_QUASI_WINDOW 16
 
 /* Largest index space a sampler accepts. */
 #define ZR_SAMPLER_MAX_N ((uint64_t)1 << 63)
@@ -50,9 +55,24 @@
  *    positions of each permutation are dropped, which are different
  *    records every cycle because the permutation changes. Nothing the size
  *    of the index space is ever held in memory.
+ *  - ZR_QUASI: without replacement, like ZR_CYCLIC (same per_cycle, full
+ *    batches, a remainder of n mod G dropped per cycle), but each cycle's
+ *    order keeps records of a block together, so that a batch touches few
+ *    blocks: the index space is cut into blocks of `block` consecutive
+ *    records (block k holds [k * block, (k + 1) * block), the last one may
+ *    be shorter); cycle c lays the blocks out in a keyed pseudorandom order,
+ *    cuts that sequence into windows of `window` blocks, and shuffles the
+ *    records within each window by a second keyed permutation. A run of m
+ *    consecutive positions, such as one rank's batch, therefore draws from
+ *    at most window * (2 + floor((m + block - 3) / (window * block))) blocks
+ *    (m >= 2), about m / block + 2 * window, against up to m for ZR_CYCLIC;
+ *    doc/sampler.md gives the bound's reasoning and what the order gives up
+ *    in randomness. Set block and window through zr_sampler_create_opts or
+ *    zr_loader_opts.
  *
- * A sampler is an opaque handle: zr_sampler_create makes one and
- * zr_sampler_free frees it; zr_sampler_get_info tells its parameters.
+ * A sampler is an opaque handle: zr_sampler_create or
+ * zr_sampler_create_opts makes one and zr_sampler_free frees it;
+ * zr_sampler_get_info tells its parameters.
  */
 typedef struct zr_sampler zr_sampler;
 
@@ -63,25 +83,55 @@ typedef struct zr_sampler_info {
     uint64_t n;         /* the index space: indices are in [0, n) */
     uint64_t batch;     /* indices per batch on this rank */
     uint64_t global;    /* indices per global batch: batch * world */
-    uint64_t per_cycle; /* ZR_CYCLIC: steps per cycle (n / global); 0 otherwise */
+    uint64_t per_cycle; /* ZR_CYCLIC, ZR_QUASI: steps per cycle (n / global); 0 otherwise */
     uint64_t seed;
     uint32_t rank;
     uint32_t world;
-    int mode;           /* ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC */
+    int mode;           /* ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC or ZR_QUASI */
+    uint64_t block;     /* ZR_QUASI: records per block; 0 otherwise */
+    uint64_t window;    /* ZR_QUASI: blocks per shuffle window; 0 otherwise */
 } zr_sampler_info;
 
 #define ZR_SAMPLER_INFO_INIT {.size = sizeof(zr_sampler_info)}
 
 /* Make a sampler in *out. n is the index space (1 <= n <=
  * ZR_SAMPLER_MAX_N), batch the indices per step on this rank, mode one of
- * the ZR_* modes above, rank in [0, world). The global batch, batch *
+ * the ZR_* modes above (ZR_QUASI with its default block and window),
+ * rank in [0, world). The global batch, batch *
  * world, must be at least 1 and at most n, in every mode. Returns 0,
  * ZR_EINVAL for a NULL out or any parameter out of range, or ZR_ENOMEM;
  * on failure *out is NULL. Thread-safe. */
 ZR_API int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
                              uint64_t seed, uint32_t rank, uint32_t world);
 
-/* Free a sampler made by zr_sampler_create. Accepts NULL. */
+/* The parameters of a sampler, a sized struct (loaderx.h) for
+ * zr_sampler_create_opts. Start from ZR_SAMPLER_OPTS_INIT: mode and batch
+ * must be set. */
+typedef struct zr_sampler_opts {
+    size_t size;        /* sizeof(zr_sampler_opts), as ZR_SAMPLER_OPTS_INIT sets it */
+    int mode;           /* ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC or ZR_QUASI */
+    uint64_t batch;     /* indices per batch on this rank */
+    uint64_t seed;
+    uint32_t rank;      /* this process's shard, in [0, world) */
+    uint32_t world;     /* processes sharing each global batch; 0 means 1 */
+    uint64_t block;     /* ZR_QUASI: records per block; 0 means ZR_QUASI_BLOCK */
+    uint64_t window;    /* ZR_QUASI: blocks per window; 0 means ZR_QUASI_WINDOW */
+} zr_sampler_opts;
+
+#define ZR_SAMPLER_OPTS_INIT {.size = sizeof(zr_sampler_opts)}
+
+/* Make a sampler over the index space [0, n) in *out from opts: the same
+ * sampler zr_sampler_create makes from the same parameters, and the one
+ * way to choose ZR_QUASI's block and window (any values from 1 up; a block
+ * larger than n is one block of n records, a window of more blocks than
+ * there are is one window). block and window must be 0 in the other modes.
+ * Returns 0, ZR_EINVAL for a NULL argument, a parameter out of range or an
+ * opts size refused as loaderx.h's "Sized structs" says, or ZR_ENOMEM; on
+ * failure *out is NULL. Thread-safe. */
+ZR_API int zr_sampler_create_opts(zr_sampler **out, uint64_t n, const zr_sampler_opts *opts);
+
+/* Free a sampler made by zr_sampler_create or zr_sampler_create_opts.
+ * Accepts NULL. */
 ZR_API void zr_sampler_free(zr_sampler *sm);
 
 /* Write this rank's batch indices of step into out. Any step from 0 to
@@ -143,7 +193,7 @@ typedef int (*zr_transform_fn)(zr_batch *b, void *user);
  * must be set. */
 typedef struct zr_loader_opts {
     size_t size;              /* sizeof(zr_loader_opts), as ZR_LOADER_OPTS_INIT sets it */
-    int mode;                 /* ZR_SEQUENTIAL, ZR_IID or ZR_CYCLIC */
+    int mode;                 /* ZR_SEQUENTIAL, ZR_IID, ZR_CYCLIC or ZR_QUASI */
     uint64_t batch;           /* records per batch on this rank */
     uint64_t seed;
     uint32_t rank;            /* this process's shard, in [0, world) */
@@ -154,6 +204,8 @@ typedef struct zr_loader_opts {
     zr_transform_fn transform;            /* may be NULL */
     void *user;                           /* passed to transform and aux_free */
     void (*aux_free)(void *aux, void *user); /* may be NULL */
+    uint64_t block;           /* ZR_QUASI: records per block; 0 means ZR_QUASI_BLOCK */
+    uint64_t window;          /* ZR_QUASI: blocks per window; 0 means ZR_QUASI_WINDOW */
 } zr_loader_opts;
 
 #define ZR_LOADER_OPTS_INIT {.size = sizeof(zr_loader_opts)}

@@ -168,10 +168,25 @@ typedef struct zr_sampler_info {
     uint32_t rank;
     uint32_t world;
     int mode;
+    uint64_t block;
+    uint64_t window;
 } zr_sampler_info;
+
+typedef struct zr_sampler_opts {
+    size_t size;
+    int mode;
+    uint64_t batch;
+    uint64_t seed;
+    uint32_t rank;
+    uint32_t world;
+    uint64_t block;
+    uint64_t window;
+} zr_sampler_opts;
 
 int zr_sampler_create(zr_sampler **out, uint64_t n, uint64_t batch, int mode,
                       uint64_t seed, uint32_t rank, uint32_t world);
+int zr_sampler_create_opts(zr_sampler **out, uint64_t n,
+                           const zr_sampler_opts *opts);
 void zr_sampler_free(zr_sampler *sm);
 int zr_sampler_batch(const zr_sampler *sm, uint64_t step, uint64_t *out);
 int zr_sampler_get_info(const zr_sampler *sm, zr_sampler_info *info);
@@ -212,6 +227,8 @@ typedef struct zr_loader_opts {
     zr_transform_fn transform;
     void *user;
     void (*aux_free)(void *aux, void *user);
+    uint64_t block;
+    uint64_t window;
 } zr_loader_opts;
 
 int zr_loader_create(zr_loader **out, zr_store *const *stores,
@@ -273,6 +290,9 @@ ZR_TIER_MAX = 2
 ZR_SEQUENTIAL = 1
 ZR_IID = 2
 ZR_CYCLIC = 3
+ZR_QUASI = 4
+ZR_QUASI_BLOCK = 64
+ZR_QUASI_WINDOW = 16
 ZR_SAMPLER_MAX_N = 1 << 63
 
 ZR_LOADER_MAX_DEPTH = 1024
@@ -282,7 +302,8 @@ ZR_LOADER_MAX_THREADS = 256
 # or foreign library, and is reported as such rather than failing later at
 # the first call that happens to need one.
 _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
-             "zr_sampler_batch", "zr_loader_create", "zr_loader_destroy",
+             "zr_sampler_batch", "zr_sampler_create_opts",
+             "zr_loader_create", "zr_loader_destroy",
              "zr_version_string")
 
 _SONAMES = ("libloaderx.so.1", "libloaderx.so")

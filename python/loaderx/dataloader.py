@@ -40,7 +40,7 @@ from ._lib import ffi, lib
 from .errors import (StoreBusyError, StoreError, check, error_from_code,
                      invalid)
 from .zrecord import _pad_item, _Store, dense_arrays, open_store
-from .zsampler import Sampler, _mode
+from .zsampler import Sampler, _mode, _quasi_params
 
 __all__ = ["DataLoader"]
 
@@ -105,7 +105,8 @@ def _saved_step(state, mine, kind, noun, bound):
     if not isinstance(state, Mapping) or "step" not in state:
         raise invalid(f"a {kind} state is the dict state_dict() "
                       f"returns, not {state!r:.80}")
-    for key in ("batch_size", "mode", "seed", "world", "n"):
+    for key in ("batch_size", "mode", "seed", "world", "n", "block",
+                "window"):
         if key in state and state[key] != mine[key]:
             raise invalid(f"the state was saved with {key}="
                           f"{state[key]!r}, this {noun} has {key}="
@@ -427,7 +428,7 @@ class DataLoader:
 
     DataLoader(streams, batch_size=256, mode=Sampler.Mode.CYCLIC, seed=0,
     start_step=0, transform=None, prefetch=2, workers=1, rank=0, world=1,
-    mmap=True, ragged="list", pad=0, length=None)
+    mmap=True, ragged="list", pad=0, length=None, block=None, window=None)
 
     streams maps names to stores (DenseStore or RaggedStore) that all
     hold the same number of records, or to the paths of such stores,
@@ -437,7 +438,9 @@ class DataLoader:
     step. Each iteration yields the next step's batch, for ever. A Dense
     stream's value is an array of shape (batch_size, *item_shape), a Ragged
     stream's a list of batch_size arrays. mode, seed, rank and world are
-    the Sampler's; start_step is the step of the first batch, so a run is
+    the Sampler's, and so are block and window (QUASI mode only: records
+    per block and blocks per shuffle window, None for the defaults);
+    start_step is the step of the first batch, so a run is
     resumed by passing the ``step`` it had reached (or through
     state_dict() and load_state_dict()). prefetch is the number of batches
     prepared ahead, workers the number of threads preparing them;
@@ -483,7 +486,7 @@ class DataLoader:
     def __init__(self, streams, batch_size=256, mode=Sampler.Mode.CYCLIC,
                  seed=0, start_step=0, transform=None, prefetch=2, workers=1,
                  rank=0, world=1, mmap=True, ragged="list", pad=0,
-                 length=None):
+                 length=None, block=None, window=None):
         if not isinstance(streams, Mapping) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
                           "or path")
@@ -506,7 +509,7 @@ class DataLoader:
                 stores.append(s)
             self._create(names, stores, batch_size, mode, seed, start_step,
                          transform, prefetch, workers, rank, world,
-                         ragged, pad, length)
+                         ragged, pad, length, block, window)
         except BaseException:
             for s in owned:
                 s.close()
@@ -515,7 +518,7 @@ class DataLoader:
 
     def _create(self, names, stores, batch_size, mode, seed, start_step,
                 transform, prefetch, workers, rank, world, ragged, pad,
-                length):
+                length, block=None, window=None):
         lengths = {n: len(s) for n, s in zip(names, stores)}
         if len(set(lengths.values())) != 1:
             raise invalid("the streams differ in length: " + ", ".join(
@@ -537,6 +540,7 @@ class DataLoader:
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
         mode = _mode(mode)
+        block, window = _quasi_params(mode, block, window)
         layouts = _layouts(names, stores, ragged, pad, length)
         opts = _lib.new_sized("zr_loader_opts")
         opts.mode = int(mode)
@@ -547,6 +551,8 @@ class DataLoader:
         opts.start_step = int(start_step)
         opts.depth = int(prefetch)
         opts.threads = int(workers)
+        opts.block = block
+        opts.window = window
         # Ragged streams made dense are laid out where the transform runs,
         # on the worker threads: an identity transform puts them there.
         self._handle = _Handle(stores, names, opts,
@@ -556,6 +562,12 @@ class DataLoader:
         self._mode = mode
         self._params = (int(seed), int(rank), int(world))
         self._batch_size = int(batch_size)
+        # QUASI's block and window as the sampler took them (the defaults
+        # filled in), 0 in the other modes.
+        info = _lib.new_sized("zr_sampler_info")
+        check(lib.zr_sampler_get_info(lib.zr_loader_sampler(self._handle.ptr),
+                                      info))
+        self._quasi = (int(info.block), int(info.window))
         self._n = lengths[names[0]]
         # What load_state_dict needs to make the loader again at a step.
         self._remake = (int(prefetch), int(workers), transform, ragged, pad,
@@ -596,7 +608,8 @@ class DataLoader:
         seed, rank, world = self._params
         return {"step": self.step, "epoch": self.epoch,
                 "batch_size": self._batch_size, "mode": self._mode.name,
-                "seed": seed, "rank": rank, "world": world, "n": self._n}
+                "seed": seed, "rank": rank, "world": world, "n": self._n,
+                "block": self._quasi[0], "window": self._quasi[1]}
 
     def load_state_dict(self, state):
         """Continue from the step a state_dict() recorded.
@@ -605,7 +618,8 @@ class DataLoader:
         given. Raises InvalidArgumentError, leaving the loader as it was,
         when the state was saved with other sampling parameters (another
         seed, mode, batch size, rank, world or number of records), which
-        would make its step mean other records. The rank is not checked:
+        would make its step mean other records (so do another QUASI
+        block or window, when the state records them). The rank is not checked:
         every rank stands at the same step, so the state one rank saved
         serves them all. Batches already taken stay valid.
         """
@@ -615,7 +629,8 @@ class DataLoader:
         seed, rank, world = self._params
         self._create(list(self._names), list(old.stores), self._batch_size,
                      self._mode, seed, int(step), transform, prefetch,
-                     workers, rank, world, ragged, pad, length)
+                     workers, rank, world, ragged, pad, length,
+                     *self._quasi_args())
         self._handle.owned, old.owned = old.owned, []
         old.close()
 
@@ -648,8 +663,17 @@ class DataLoader:
             n = int(info.n)
             step = int(lib.zr_loader_step(h.ptr))
         seed, rank, world = self._params
+        block, window = self._quasi_args()
         return Sampler(n, self._batch_size, self._mode, seed=seed, rank=rank,
-                       world=world, start_step=step)
+                       world=world, start_step=step, block=block,
+                       window=window)
+
+    def _quasi_args(self):
+        """block and window as the constructor takes them: None outside
+        QUASI."""
+        if self._mode != Sampler.Mode.QUASI:
+            return None, None
+        return self._quasi
 
     @property
     def closed(self):

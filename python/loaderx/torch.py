@@ -75,7 +75,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     StreamDataset(streams, batch_size, mode="cyclic", seed=0, rank=None,
     world=None, prefetch=2, threads=1, transform=None, mmap=True,
-    ragged="list", pad=0, length=None)
+    ragged="list", pad=0, length=None, block=None, window=None)
 
     streams maps names to store paths or to read-only stores (of equal
     length); each process and each torch worker opens them read-only for
@@ -89,12 +89,14 @@ class StreamDataset(torch.utils.data.IterableDataset):
     stream one tensor (with NAME_lengths, or NAME_offsets and for
     packed_flat NAME_shapes), which torch hands over far more cheaply
     than a list of tensors; length pads to a fixed number of rows, the
-    same shape every step, and refuses longer records.
+    same shape every step, and refuses longer records. block and window
+    are the QUASI mode's (the Sampler's).
     """
 
     def __init__(self, streams, batch_size, mode="cyclic", seed=0, rank=None,
                  world=None, prefetch=2, threads=1, transform=None,
-                 mmap=True, ragged="list", pad=0, length=None):
+                 mmap=True, ragged="list", pad=0, length=None, block=None,
+                 window=None):
         super().__init__()
         if not isinstance(streams, dict) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
@@ -143,8 +145,10 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._length = length
         self._n = lengths[next(iter(paths))]
         sampler = Sampler(self._n, batch_size, _mode(mode), seed=seed,
-                          rank=rank, world=world)
+                          rank=rank, world=world, block=block, window=window)
         self._mode = sampler.mode
+        self._quasi = ((sampler.block, sampler.window)
+                       if sampler.mode == Sampler.Mode.QUASI else (None, None))
         self._batch_size = sampler.batch_size
         self._seed = sampler.seed
         self._rank = sampler.rank
@@ -192,7 +196,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         sampling parameters that give it its meaning."""
         return {"step": self._position, "epoch": self._position // self._len,
                 "batch_size": self._batch_size, "mode": self._mode.name,
-                "seed": self._seed, "world": self._world, "n": self._n}
+                "seed": self._seed, "world": self._world, "n": self._n,
+                "block": self._quasi[0] or 0, "window": self._quasi[1] or 0}
 
     def load_state_dict(self, state):
         """Start the next iteration at the saved step, in its epoch. The
@@ -223,7 +228,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
                             prefetch=self._prefetch, workers=self._threads,
                             rank=self._rank, world=self._world,
                             mmap=self._mmap, ragged=self._ragged,
-                            pad=self._pad, length=self._length)
+                            pad=self._pad, length=self._length,
+                            block=self._quasi[0], window=self._quasi[1])
         try:
             for step in range(first, end):
                 batch = next(loader)
@@ -244,7 +250,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         stores = {n: open_store(p, readonly=True, mmap=self._mmap)
                   for n, p in self._paths.items()}
         sampler = Sampler(self._n, self._batch_size, self._mode,
-                          seed=self._seed, rank=self._rank, world=self._world)
+                          seed=self._seed, rank=self._rank, world=self._world,
+                          block=self._quasi[0], window=self._quasi[1])
         layouts = _layouts(list(stores), list(stores.values()), self._ragged,
                            self._pad, self._length)
         try:

@@ -12,6 +12,13 @@ IID         every index an independent uniform draw (with replacement);
 CYCLIC      without replacement: each cycle of n // (batch_size * world)
             steps walks a fresh pseudorandom permutation of [0, n), and the
             n mod (batch_size * world) indices left over differ each cycle.
+QUASI       without replacement, cycles as CYCLIC's, in an order that keeps
+            a batch within few blocks of `block` consecutive records: each
+            cycle shuffles the blocks, then the records within each window
+            of `window` blocks (defaults 64 and 16). A batch of m indices
+            touches at most about m / block + 2 * window blocks, so a store
+            read by ranged requests (an object store) serves it with far
+            fewer requests; doc/sampler.md says what it costs in randomness.
 
 Each batch is drawn by one library call that writes straight into the
 returned array.
@@ -45,15 +52,17 @@ class Sampler:
         SEQUENTIAL = _lib.ZR_SEQUENTIAL
         IID = _lib.ZR_IID
         CYCLIC = _lib.ZR_CYCLIC
+        QUASI = _lib.ZR_QUASI
 
     def __init__(self, n, batch_size, mode=Mode.CYCLIC, seed=0, rank=0,
-                 world=1, start_step=0):
+                 world=1, start_step=0, block=None, window=None):
         mode = _mode(mode)
         for name, v in (("n", n), ("batch_size", batch_size), ("seed", seed),
                         ("rank", rank), ("world", world),
                         ("start_step", start_step)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 raise invalid(f"{name} must be an integer, not {v!r}")
+        block, window = _quasi_params(mode, block, window)
         if seed < 0 or seed >= 2**64 or start_step < 0 or start_step >= 2**64:
             raise invalid("seed and start_step must be in [0, 2**64)")
         if not (1 <= n <= _lib.ZR_SAMPLER_MAX_N and batch_size >= 1
@@ -62,9 +71,16 @@ class Sampler:
             raise invalid(f"no sampler for n={n}, batch_size={batch_size}, "
                           f"rank={rank}, world={world}: need 0 <= rank < "
                           "world and 1 <= batch_size * world <= n")
+        opts = _lib.new_sized("zr_sampler_opts")
+        opts.mode = int(mode)
+        opts.batch = int(batch_size)
+        opts.seed = int(seed)
+        opts.rank = int(rank)
+        opts.world = int(world)
+        opts.block = block
+        opts.window = window
         out = ffi.new("zr_sampler **")
-        check(lib.zr_sampler_create(out, int(n), int(batch_size), int(mode),
-                                    int(seed), int(rank), int(world)))
+        check(lib.zr_sampler_create_opts(out, int(n), opts))
         self._sm = ffi.gc(out[0], lib.zr_sampler_free)
         self._info = _lib.new_sized("zr_sampler_info")
         check(lib.zr_sampler_get_info(self._sm, self._info))
@@ -78,7 +94,11 @@ class Sampler:
     global_batch = property(lambda self: int(getattr(self._info, "global")),
                             doc="Indices per global batch: batch_size * world.")
     per_cycle = property(lambda self: int(self._info.per_cycle),
-                         doc="CYCLIC: steps per cycle; 0 in the other modes.")
+                         doc="CYCLIC, QUASI: steps per cycle; 0 in the other modes.")
+    block = property(lambda self: int(self._info.block),
+                     doc="QUASI: records per block; 0 in the other modes.")
+    window = property(lambda self: int(self._info.window),
+                      doc="QUASI: blocks per shuffle window; 0 in the other modes.")
     seed = property(lambda self: int(self._info.seed))
     rank = property(lambda self: int(self._info.rank))
     world = property(lambda self: int(self._info.world))
@@ -108,9 +128,30 @@ class Sampler:
         return self
 
     def __repr__(self):
+        quasi = (f", block={self.block}, window={self.window}"
+                 if self._mode == Sampler.Mode.QUASI else "")
         return (f"Sampler({self.n}, {self.batch_size}, Sampler.Mode."
                 f"{self._mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world={self.world}, step={self.step})")
+                f"world={self.world}{quasi}, step={self.step})")
+
+
+def _quasi_params(mode, block, window):
+    """QUASI's block and window as the library takes them (0 for the
+    default), refusing them in the other modes."""
+    out = []
+    for name, v in (("block", block), ("window", window)):
+        if v is None:
+            out.append(0)
+            continue
+        if mode != Sampler.Mode.QUASI:
+            raise invalid(f"{name} applies to the QUASI mode only, not "
+                          f"{mode.name}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) \
+                or not 1 <= v < 2**64:
+            raise invalid(f"{name} must be an integer in [1, 2**64), not "
+                          f"{v!r}")
+        out.append(int(v))
+    return tuple(out)
 
 
 def _mode(mode):

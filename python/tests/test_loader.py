@@ -379,3 +379,29 @@ def test_a_second_writable_open_says_to_open_read_only(streams):
     with pytest.raises(StoreBusyError, match="open it with readonly=True"):
         DenseStore.open("ids")
     DenseStore.open("ids", readonly=True).close()
+
+
+def test_quasi_block_and_window_pass_through(streams):
+    loader = DataLoader(streams, batch_size=16, mode="quasi", seed=4,
+                        block=8, window=3)
+    sampler = Sampler(N, 16, "quasi", seed=4, block=8, window=3)
+    for step in range(20):
+        batch = next(loader)
+        check_batch(batch, streams, sampler.batch(step))
+    state = loader.state_dict()
+    assert (state["block"], state["window"]) == (8, 3)
+    assert (loader.sampler.block, loader.sampler.window) == (8, 3)
+    # A state saved with another block means other records.
+    other = DataLoader(streams, batch_size=16, mode="quasi", seed=4, block=4,
+                       window=3)
+    with pytest.raises(InvalidArgumentError, match="block"):
+        other.load_state_dict(state)
+    other.close()
+    resumed = DataLoader(streams, batch_size=16, mode="quasi", seed=4,
+                         block=8, window=3)
+    resumed.load_state_dict(state)
+    check_batch(next(resumed), streams, sampler.batch(20))
+    resumed.close()
+    loader.close()
+    with pytest.raises(InvalidArgumentError, match="QUASI"):
+        DataLoader(streams, batch_size=16, mode="cyclic", window=3)

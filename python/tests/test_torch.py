@@ -115,6 +115,21 @@ def test_epochs_are_new_orders_and_a_state_of_other_sampling_is_refused(paths):
         ds.set_epoch(-1)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_quasi_block_and_window_reach_every_path(paths, workers):
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, mode="quasi", seed=3,
+                       block=4, window=2)
+    want = Sampler(N, B, "quasi", seed=3, block=4, window=2)
+    got = [b["ids"] for b in StepLoader(ds, num_workers=workers)]
+    assert len(got) == STEPS
+    for k, b in enumerate(got):
+        np.testing.assert_array_equal(b, want.batch(k))
+    assert (ds.state_dict()["block"], ds.state_dict()["window"]) == (4, 2)
+    other = StreamDataset({"ids": "ids"}, batch_size=B, mode="quasi", seed=3)
+    with pytest.raises(InvalidArgumentError, match="block"):
+        other.load_state_dict(ds.state_dict())
+
+
 def test_bad_arguments_raise(paths):
     with pytest.raises(InvalidArgumentError, match="differ in length"):
         with DenseStore.create("short", np.int64, codec="raw") as s:
@@ -183,7 +198,7 @@ _RANK = textwrap.dedent("""
     rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port,
                             rank=rank, world_size=2)
-    for mode in ("cyclic", "sequential", "iid"):
+    for mode in ("cyclic", "sequential", "iid", "quasi"):
         ds = StreamDataset({"ids": "ids"}, batch_size=8, mode=mode, seed=5)
         assert (ds._rank, ds._world) == (rank, 2), (ds._rank, ds._world)
         steps = []
@@ -227,7 +242,7 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
     for r, p in enumerate(procs):
         assert p.returncode == 0, f"rank {r}:\n{outputs[r]}"
     steps_per_epoch = N // 16
-    for mode in ("cyclic", "sequential", "iid"):
+    for mode in ("cyclic", "sequential", "iid", "quasi"):
         # Each rank's half of a step is its own: together they are the
         # global batch that one sampler of the whole batch draws.
         whole = Sampler(N, 16, mode, seed=5)
@@ -240,7 +255,7 @@ def test_two_ranks_see_each_global_batch_once_per_step(paths, tmp_path):
                 # Draws with replacement: records may repeat, and do.
                 assert len(np.unique(seen)) < seen.size
                 continue
-            # cyclic and sequential: no record twice in an epoch.
+            # cyclic, quasi and sequential: no record twice in an epoch.
             for epoch in range(2):
                 part = seen[epoch * steps_per_epoch:
                             (epoch + 1) * steps_per_epoch]
