@@ -51,7 +51,8 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 curl_secs() {
     local cfg=$1 t0 t1
     t0=$(date +%s.%N)
-    curl -sS --parallel --parallel-max "$CONNS" "${sign[@]}" -K "$cfg" >/dev/null
+    curl -sS --no-progress-meter --parallel --parallel-max "$CONNS" "${sign[@]}" -K "$cfg" \
+        >/dev/null 2>>"$work/curl.err"
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc -l
 }

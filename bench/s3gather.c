@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/loaderx/loader.h"
 #include "lib/loaderx/loaderx.h"
+#include "lib/loaderx/loader.h"
 
 static double now_s(void)
 {

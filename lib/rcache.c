@@ -52,10 +52,10 @@
 #define TOUCH_NS (5ull * 1000000000ull)
 
 struct rfile {
-    int fd;               /* -1 until opened */
-    uint8_t *bits;        /* the bitmap, mapped shared */
-    size_t bits_len;      /* bytes mapped for it */
-    uint64_t touched;     /* when it was last touched (ns) */
+    int fd;                  /* -1 until opened */
+    uint8_t *_Atomic bits;   /* the bitmap, mapped shared; set once fd is */
+    size_t bits_len;         /* bytes mapped for it */
+    _Atomic uint64_t touched; /* when it was last touched (ns) */
 };
 
 struct zr_rcache {
@@ -100,7 +100,7 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
     struct zr_rcache *rc = s->rcache;
     struct rfile *f = &rc->files[table_no(s, t)][id];
     *out = f;
-    if (f->fd >= 0)
+    if (atomic_load(&f->bits))
         return 0;
     char name[32];
     snprintf(name, sizeof name, "%u.%s", id, t->suffix);
@@ -126,40 +126,47 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
         zr_io.close(fd);
         return zr_err_sys(e, "mapping the cache file %s of %s", name, s->path);
     }
-    f->bits = m;
     f->bits_len = len;
     f->fd = fd;
-    f->touched = now_ns();
+    atomic_store(&f->touched, now_ns());
+    atomic_store_explicit(&f->bits, m, memory_order_release);
     return 0;
 }
 
 /* The cache file of file id of t, opened if needed; NULL with the error
- * set when it cannot be. */
-static struct rfile *get_file(zr_store *s, struct zr_ftable *t, uint32_t id, int *err)
+ * set when it cannot be. A file opened is looked up without a lock: its
+ * descriptor and bitmap never change until the handle is closed. A file
+ * in use is touched now and then (now: the caller's clock), so that
+ * eviction sees it used. */
+static struct rfile *get_file(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t now,
+                              int *err)
 {
     struct zr_rcache *rc = s->rcache;
-    struct rfile *f;
-    pthread_mutex_lock(&rc->lock);
-    *err = open_locked(s, t, id, &f);
-    uint64_t now = now_ns();
-    /* Touched now and then while in use, so that eviction sees it used. */
-    if (*err == 0 && now - f->touched > TOUCH_NS) {
-        f->touched = now;
-        (void)futimens(f->fd, NULL);
+    struct rfile *f = &rc->files[table_no(s, t)][id];
+    *err = 0;
+    if (!atomic_load_explicit(&f->bits, memory_order_acquire)) {
+        pthread_mutex_lock(&rc->lock);
+        *err = open_locked(s, t, id, &f);
+        pthread_mutex_unlock(&rc->lock);
+        if (*err != 0)
+            return NULL;
     }
-    pthread_mutex_unlock(&rc->lock);
-    return *err == 0 ? f : NULL;
+    uint64_t was = atomic_load_explicit(&f->touched, memory_order_relaxed);
+    if (now - was > TOUCH_NS && atomic_compare_exchange_strong(&f->touched, &was, now))
+        (void)futimens(f->fd, NULL);
+    return f;
 }
 
 static bool has_block(const struct rfile *f, uint64_t b)
 {
-    return (__atomic_load_n(&f->bits[b / 8], __ATOMIC_ACQUIRE) >> (b % 8)) & 1;
+    const uint8_t *bits = atomic_load_explicit(&f->bits, memory_order_relaxed);
+    return (__atomic_load_n(&bits[b / 8], __ATOMIC_ACQUIRE) >> (b % 8)) & 1;
 }
 
 int zr_rcache_dup(zr_store *s, struct zr_ftable *t, uint32_t id)
 {
     int err;
-    struct rfile *f = get_file(s, t, id, &err);
+    struct rfile *f = get_file(s, t, id, now_ns(), &err);
     if (!f) {
         errno = EIO;
         return -1;
@@ -313,8 +320,8 @@ static int fetch_round(zr_store *s, struct zr_ftable *t, struct want *w, size_t 
             err = zr_err_sys(errno, "syncing the cache file %s of %s", names[k], s->path);
     }
     for (size_t k = 0; err == 0 && k < n; k++)
-        __atomic_fetch_or(&w[k].f->bits[w[k].b / 8], (uint8_t)(1u << (w[k].b % 8)),
-                          __ATOMIC_RELEASE);
+        __atomic_fetch_or(&atomic_load(&w[k].f->bits)[w[k].b / 8],
+                          (uint8_t)(1u << (w[k].b % 8)), __ATOMIC_RELEASE);
     for (size_t k = 0; k < n; k++)
         zr_free(w[k].buf);
     zr_free(r);
@@ -332,8 +339,9 @@ int zr_rcache_fill(zr_store *s, struct zr_ftable *t, const struct zr_piece *p, s
     size_t m = 0, cap = 0;
     struct want *w = NULL;
     int err = 0;
+    uint64_t now = now_ns();
     for (size_t k = 0; err == 0 && k < n; k++) {
-        struct rfile *f = get_file(s, t, p[k].file, &err);
+        struct rfile *f = get_file(s, t, p[k].file, now, &err);
         if (!f || p[k].len == 0)
             continue;
         for (uint64_t b = p[k].off / rc->block; b <= (p[k].off + p[k].len - 1) / rc->block; b++) {
@@ -366,10 +374,11 @@ int zr_rcache_fill(zr_store *s, struct zr_ftable *t, const struct zr_piece *p, s
 }
 
 /* Whether bytes [off, off + len) of file id of t are all in the cache. */
-static bool holds_range(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t off, uint64_t len)
+static bool holds_range(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t off, uint64_t len,
+                        uint64_t now)
 {
     int err;
-    struct rfile *f = get_file(s, t, id, &err);
+    struct rfile *f = get_file(s, t, id, now, &err);
     if (!f || len == 0)
         return f != NULL;
     uint64_t bl = s->rcache->block;
@@ -383,6 +392,7 @@ bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_o
 {
     bool all = true;
     uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
+    uint64_t now = now_ns();
     unsigned rs = zr_read_enter(s);
     for (size_t k = 0; all && k < n; k++) {
         uint64_t i = idx[k];
@@ -393,10 +403,10 @@ bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_o
             if (k % ZR_PAUSE_EVERY == 0)
                 zr_read_pause(s, &rs);
             all = holds_range(s, &s->segs, (uint32_t)(i >> s->seg_shift),
-                              (i & in_seg) * ZR_LOC_SIZE, ZR_LOC_SIZE) &&
+                              (i & in_seg) * ZR_LOC_SIZE, ZR_LOC_SIZE, now) &&
                   zr_loc_get(s, i, &l) == 0;
         }
-        all = all && holds_range(s, &s->chunks, l.chunk_id, l.offset, l.phys_length);
+        all = all && holds_range(s, &s->chunks, l.chunk_id, l.offset, l.phys_length, now);
     }
     zr_read_leave(s, rs);
     return all;
@@ -425,7 +435,7 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
         if (!rc->files[k])
             return zr_err(ZR_ENOMEM, "%s: the cache", s->path);
         for (uint32_t i = 0; i <= rc->count[k]; i++)
-            rc->files[k][i] = (struct rfile){.fd = -1};
+            rc->files[k][i] = (struct rfile){.fd = -1, .bits = NULL};
     }
     if (zr_io.mkdirat(AT_FDCWD, dir, 0755) != 0 && errno != EEXIST)
         return zr_err_sys(errno, "creating the cache folder %s", dir);
@@ -471,8 +481,9 @@ void zr_rcache_free(zr_store *s)
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; rc->files[k] && i <= rc->count[k]; i++) {
             struct rfile *f = &rc->files[k][i];
-            if (f->bits)
-                zr_io.munmap(f->bits, f->bits_len);
+            uint8_t *bits = atomic_load(&f->bits);
+            if (bits)
+                zr_io.munmap(bits, f->bits_len);
             if (f->fd >= 0)
                 zr_io.close(f->fd);
         }
