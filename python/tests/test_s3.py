@@ -155,13 +155,17 @@ loader.close()
 """
 
 
-def test_hosts_together_see_each_global_batch_once(s3):
+def test_hosts_together_see_each_global_batch_once(s3, tmp_path):
+    """Three processes, each a host with a cache folder of its own (the
+    third without one), read one remote store through the loader."""
     n, world, steps = 200, 3, 12
     with DenseStore.create("ids", np.int64, codec="raw") as s:
         s.append(np.arange(n, dtype=np.int64))
     url = upload(s3, "ids")
+    envs = [dict(os.environ, LOADERX_CACHE_DIR=str(tmp_path / f"host{r}")) for r in range(2)]
+    envs.append({k: v for k, v in os.environ.items() if k != "LOADERX_CACHE_DIR"})
     procs = [subprocess.Popen([sys.executable, "-c", HOST, url, str(r), str(world), str(steps)],
-                              stdout=subprocess.PIPE, env=os.environ)
+                              stdout=subprocess.PIPE, env=envs[r])
              for r in range(world)]
     parts = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
@@ -170,3 +174,5 @@ def test_hosts_together_see_each_global_batch_once(s3):
         joined = sum((parts[r][step] for r in range(world)), [])
         assert sorted(joined) == sorted(whole.batch(step).tolist())
         assert len(set(joined)) == len(joined)
+    for r in range(2):
+        assert any((tmp_path / f"host{r}").rglob("*.chunk"))
