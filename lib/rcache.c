@@ -2,7 +2,7 @@
  * rcache.c: the local cache of remote stores (rcache.h).
  *
  * The cache folder holds a folder per store, named after a hash of its
- * address, header, identity and file sizes (a store pushed again under
+ * endpoint and address, header, identity and file sizes (a store pushed again under
  * the same address is another store), and in it a sparse file per chunk
  * file and segment, of the same bytes at the same offsets: once the
  * blocks a batch needs are there, the batch is read from the mappings of
@@ -447,7 +447,9 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
 #define MIX(p, n)                                                                  \
     for (size_t q_ = 0; q_ < (n); q_++)                                            \
         h = (h ^ ((const uint8_t *)(p))[q_]) * 1099511628211ull
-    MIX(s->path, strlen(s->path));
+    const char *url = zr_s3_url(s->remote), *endpoint = zr_s3_endpoint(s->remote);
+    MIX(url, strlen(url));
+    MIX(endpoint, strlen(endpoint));
     uint8_t raw[ZR_HEADER_SIZE];
     zr_header_encode(&s->hdr, raw);
     MIX(raw, sizeof raw);

@@ -189,6 +189,11 @@ const char *zr_s3_url(const struct zr_s3 *c)
     return c->url;
 }
 
+const char *zr_s3_endpoint(const struct zr_s3 *c)
+{
+    return c->conf.endpoint;
+}
+
 void zr_s3_stats(const struct zr_s3 *c, struct zr_s3_stats *st)
 {
     st->requests = atomic_load(&c->requests);

@@ -45,6 +45,9 @@ void zr_s3_close(struct zr_s3 *c);
  * messages. */
 const char *zr_s3_url(const struct zr_s3 *c);
 
+/* The endpoint it sends requests to ("http(s)://host[:port]"). */
+const char *zr_s3_endpoint(const struct zr_s3 *c);
+
 /* What a client has done since it was made, summed over its calls on
  * every thread: attempts at requests, connections opened for them (a
  * reused one is not counted) and attempts repeated after a failure. For

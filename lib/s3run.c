@@ -392,8 +392,10 @@ int zr_s3_http_fail(const struct xfer *x)
     char code[64];
     zr_s3_code(&x->errbody, code, sizeof code);
     int zc = x->status == 403 ? ZR_EACCESS : x->status == 404 ? ZR_ENOTSTORE : ZR_EIO;
-    return zr_err(zc, "%s %s: HTTP %ld%s%s", method_names[x->method], x->disp, x->status,
-                  *code ? " " : "", code);
+    return zr_err(zc, "%s %s: HTTP %ld%s%s%s", method_names[x->method], x->disp, x->status,
+                  *code ? " " : "", code,
+                  zc == ZR_EACCESS ? " (check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                                     "the profile's keys)" : "");
 }
 
 /* Whether a 404 said the bucket is missing (as opposed to the key). */
