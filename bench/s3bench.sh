@@ -4,7 +4,10 @@
 # machine). Everything is a ratio to what the same server gives in the
 # same run, since radosgw on two shared cores bounds every figure.
 #
-#   bench/s3bench.sh [--quick] > table.md      (root; make bench/s3gather first)
+#   bench/s3bench.sh [--quick] [--out doc/benchmarks.md]   (root; make bench first)
+#
+# Without --out the section is printed; with it, the page's section
+# "Remote stores (S3)" is replaced (or added at its end).
 #
 # For Dense raw stores of 2 KiB and of 147 KiB records:
 #   limit      ranged GETs of one record each at random records of the
@@ -22,7 +25,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 quick=0
-[ "${1:-}" = --quick ] && quick=1
+out=-
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) quick=1 ;;
+    --out) out=$2; shift ;;
+    *) echo "s3bench.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+heading='## Remote stores (S3)'
+start=$(date +%s)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 [ -x bench/s3gather ] || { echo "make bench/s3gather first" >&2; exit 2; }
 PY=/usr/bin/python3
@@ -126,6 +140,7 @@ ratio() { echo "scale=2; $1 / $2" | bc -l; }
 if [ "$quick" = 1 ]; then runs=1; else runs=3; fi
 rep() { local k; for k in $(seq "$runs"); do "$@"; done | median; }
 
+table() {
 echo "| workload | measure | records/s | ratio |"
 echo "|---|---|---:|---:|"
 for spec in "s2k 100000 2048 256 3072 2000" "s147k 1500 150528 32 640 300"; do
@@ -152,3 +167,43 @@ for spec in "s2k 100000 2048 256 3072 2000" "s147k 1500 150528 32 640 300"; do
     row "$name" "local store, in the page cache" "$(printf %.0f "$local_rate")" 1.00
     row "$name" "remote gather, warm local cache" "$(printf %.0f "$cached")" "$(ratio "$cached" "$local_rate") of local"
 done
+}
+
+table >"$work/table.md"
+{
+    printf '%s\n\n' "$heading"
+    printf 'Command: `bench/s3bench.sh%s`, at commit %s on %s; %d s.\n\n' \
+        "$([ "$quick" = 1 ] && echo ' --quick')" "$commit" "$(date -u +%Y-%m-%d)" $(( $(date +%s) - start ))
+    cat <<'EOF'
+Stores in an object store (doc/remote.md) against what the same server
+gives in the same run: a throw-away radosgw on this machine
+(`scripts/s3server.sh`, Ceph's S3 gateway with its objects in RAM),
+which shares the two cores with the client and bounds every figure, so
+each row is a ratio to a measure of that server. Two Dense raw stores of
+random bytes, uploaded with boto3: 100,000 records of 2 KiB and 1,500 of
+147 KiB. *Server limit*: ranged GETs of one record each at random
+records of the store's chunk object, `curl --parallel` at the library's
+number of connections (32). *One object per record*: what a bucket
+without a store holds, one GET per record at the same concurrency.
+*Remote gather*: `bench/s3gather`, batches from the cyclic sampler (and,
+for 2 KiB records, the quasi-random one, doc/sampler.md), gathered one
+after another with no cache. *Warm local cache*: the same gathers with
+`LOADERX_CACHE_DIR` after one sequential pass filled it, against the
+same store read locally from the page cache. Medians of three runs.
+
+EOF
+    cat "$work/table.md"
+    echo
+} >"$work/section.md"
+if [ "$out" = - ]; then
+    cat "$work/section.md"
+else
+    if [ -f "$out" ]; then
+        awk -v h="$heading" '$0 == h { on = 1; next } on && /^## / { on = 0 } !on' "$out" >"$work/page.md"
+    else
+        : >"$work/page.md"
+    fi
+    cat "$work/section.md" >>"$work/page.md"
+    cp "$work/page.md" "$out"
+    echo "s3bench.sh: wrote $out" >&2
+fi
