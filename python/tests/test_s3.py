@@ -8,8 +8,12 @@ they were written from."""
 import json
 import os
 import pickle
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.parse
 import uuid
 
 import numpy as np
@@ -176,3 +180,79 @@ def test_hosts_together_see_each_global_batch_once(s3, tmp_path):
         assert len(set(joined)) == len(joined)
     for r in range(2):
         assert any((tmp_path / f"host{r}").rglob("*.chunk"))
+
+
+class Proxy:
+    """A TCP relay to the S3 server that can be cut: a server that goes
+    away under an open store, for the test below."""
+
+    def __init__(self, target):
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.socks = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.listener.accept()
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            with self.lock:
+                self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        # shutdown wakes the accept() blocked on the listener, which a
+        # close from another thread would leave listening.
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+
+
+def test_a_server_gone_under_an_open_store_fails_the_read_promptly(s3, images, monkeypatch):
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images)
+    url = upload(s3, "img")
+    server = urllib.parse.urlsplit(os.environ["AWS_ENDPOINT_URL"])
+    proxy = Proxy((server.hostname, server.port))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.setenv("LOADERX_S3_TIMEOUT", "2")
+    with DenseStore.open(url) as r:
+        np.testing.assert_array_equal(r[[1, 2, 3]], images[[1, 2, 3]])
+        proxy.cut()
+        t0 = time.monotonic()
+        with pytest.raises(StoreIOError, match=f"127.0.0.1:{proxy.port}"):
+            r[[7, 8, 9]]
+        # Retries back off for a few seconds, then the read fails; a hang
+        # would be stopped here rather than by the test run's timeout.
+        assert time.monotonic() - t0 < 60
