@@ -39,6 +39,17 @@ void zr_s3_close(struct zr_s3 *c);
  * messages. */
 const char *zr_s3_url(const struct zr_s3 *c);
 
+/* What a client has done since it was made, summed over its calls on
+ * every thread: attempts at requests, connections opened for them (a
+ * reused one is not counted) and attempts repeated after a failure. For
+ * tests and benchmarks; safe to call at any time. */
+struct zr_s3_stats {
+    uint64_t requests;
+    uint64_t connects;
+    uint64_t retries;
+};
+void zr_s3_stats(const struct zr_s3 *c, struct zr_s3_stats *st);
+
 /* An object or, for a listing with a delimiter, a common prefix (dir set,
  * size 0, name without the trailing delimiter). */
 struct zr_s3_obj {
