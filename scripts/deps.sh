@@ -10,12 +10,14 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libzstd-dev libmsgpack-dev liburing-dev libcurl4-openssl-dev check libfuse3-dev fuse3
       python3-numpy python3-cffi python3-pytest python3-torch
-      adwaita-icon-theme file fio strace)
+      adwaita-icon-theme file fio strace
+      ceph-mon ceph-osd radosgw ceph-common uuid-runtime s3cmd python3-boto3
+      libcurl4-openssl-dev curl)
 for arg in "$@"; do
     case "$arg" in
     --bench)
         pkgs+=(liblmdb-dev libhdf5-dev libsqlite3-dev squashfuse squashfs-tools
-               gnuplot-nox python3-h5py python3-lmdb psmisc) ;;
+               gnuplot-nox python3-h5py python3-lmdb psmisc s3fs) ;;
     --dev)
         pkgs+=(clang llvm valgrind psmisc) ;;
     *)
