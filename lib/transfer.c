@@ -7,9 +7,9 @@
  *
  *  T1. Push opens the local store read-only first and keeps it open to
  *      the end: its shared lock keeps every writer out, so the files sent
- *      are the files of one committed state. Opening also finishes an
- *      interrupted delete or compaction (R10); a store that still holds a
- *      pending intent.zr after that is refused, and an empty intent.zr is
+ *      are the files of one committed state. A store with a pending
+ *      intent.zr (an interrupted delete or compaction, R10) is refused,
+ *      before the open and again under the lock; an empty intent.zr is
  *      not sent (a reader refuses a prefix that holds one).
  *  T2. meta.zr goes up last, after every other object is in place and the
  *      objects of a replaced store are gone. Until then the prefix has no
@@ -154,7 +154,7 @@ static int scan_local(const char *dir, struct xfile **out, size_t *nout)
         } else if (intent) {
             if (st.st_size > 0)
                 rc = zr_err(ZR_EBUSY, "%s holds a pending delete or compaction (intent.zr): "
-                            "open it read-write to finish it, then push it", dir);
+                            "open it once (zr info) to finish it, then push it", dir);
         } else if ((rc = xfile_add(&f, &n, &cap, e->d_name, (uint64_t)st.st_size)) == 0) {
             f[n - 1].fd = fd;
             fd = -1;
@@ -175,6 +175,22 @@ static int scan_local(const char *dir, struct xfile **out, size_t *nout)
     qsort(f, n, sizeof *f, by_size_desc);
     *out = f;
     *nout = n;
+    return 0;
+}
+
+/* T1: a store whose intent.zr is not empty has a delete or compaction
+ * to finish (R10), which any open does. */
+static int refuse_intent(const char *dir)
+{
+    char *p;
+    struct stat st;
+    if (asprintf(&p, "%s/%s", dir, ZR_INTENT_FILE) < 0)
+        return zr_err(ZR_ENOMEM, "%s", dir);
+    bool pending = stat(p, &st) == 0 && st.st_size > 0;
+    free(p);
+    if (pending)
+        return zr_err(ZR_EBUSY, "%s holds a pending delete or compaction (intent.zr): "
+                      "open it once (zr info) to finish it, then push it", dir);
     return 0;
 }
 
@@ -341,8 +357,12 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     struct zr_s3_obj *old = NULL;
     size_t n = 0, nold = 0;
     uint8_t meta[ZR_HEADER_SIZE];
-    /* T1: the shared lock, held to the end. */
-    int rc = zr_open(&s, path, ZR_RDONLY);
+    /* T1: a pending intent is refused before the open would apply it: a
+     * push changes nothing of the local store. Then the shared lock, held
+     * to the end. */
+    int rc = refuse_intent(path);
+    if (rc == 0)
+        rc = zr_open(&s, path, ZR_RDONLY);
     if (rc == 0)
         rc = scan_local(path, &f, &n);
     const struct xfile *mf = rc == 0 ? xfile_find(f, n, ZR_META_FILE) : NULL;

@@ -9,7 +9,8 @@
 # --force replaces them (the old store's extra objects gone); a push
 # killed half-way leaves a prefix zr info refuses as unfinished, and so
 # does a --force push killed over an old store; a pull of such a prefix
-# fails and leaves no folder; a pull over a store needs --force.
+# fails and leaves no folder; a pull over a store needs --force; a store
+# with a pending intent.zr, or held by a writer, is not pushed.
 # Run by tests/s3/run.sh, which gives the server's environment.
 set -euo pipefail
 
@@ -140,9 +141,17 @@ ok "push refuses a prefix that holds objects and leaves them as they were"
 [ "$("$zr" info --json "$url/dict" | grep -c '"<f4"')" -eq 1 ] || fail "info of the replaced store"
 ok "push --force replaces a store, its extra objects (dict.zr) removed"
 
-# A push killed after some objects are up and before meta.zr.
+# A push killed after some objects are up and before meta.zr. The
+# subshell, not this shell, reports the kill, to /dev/null.
+killed_push() {
+    (
+        LOADERX_TEST_PUSH_KILL_AFTER=1 "$zr" push "$@"
+        rc=$?
+        exit $rc
+    ) 2>/dev/null
+}
 rc=0
-(LOADERX_TEST_PUSH_KILL_AFTER=1 exec "$zr" push -q "$tmp/big" "$url/killed") 2>/dev/null || rc=$?
+killed_push -q "$tmp/big" "$url/killed" || rc=$?
 [ "$rc" -eq 137 ] || fail "the killed push exited $rc, not 137 (SIGKILL)"
 killed=$(boto manifest "$url/killed")
 [ -n "$killed" ] || fail "the killed push left no object: it was killed too early to test"
@@ -155,8 +164,7 @@ ok "a push killed half-way leaves no meta.zr, and zr info refuses the prefix as 
 
 # The same over an old store: the old header goes first.
 rc=0
-(LOADERX_TEST_PUSH_KILL_AFTER=1 exec "$zr" push -q --force "$tmp/big" "$url/f4") 2>/dev/null ||
-    rc=$?
+killed_push -q --force "$tmp/big" "$url/f4" || rc=$?
 [ "$rc" -eq 137 ] || fail "the killed push --force exited $rc, not 137"
 rc=0
 "$zr" info "$url/f4" >/dev/null 2>"$tmp/err" || rc=$?
@@ -191,6 +199,36 @@ rc=0
 "$zr" pull -q --force "$url/big" "$tmp/notastore" 2>/dev/null || rc=$?
 [ "$rc" -eq 1 ] && [ -e "$tmp/notastore/notes.txt" ] || fail "pull --force over a non-store: exit $rc"
 ok "pull refuses an existing store without --force, replaces it with, never other folders"
+
+# A pending delete or compaction is refused, and left as it was; an open
+# finishes it (an incomplete intent is cleared) and the push then goes.
+cp -r "$tmp/f4" "$tmp/pending"
+echo "half an intent" >"$tmp/pending/intent.zr"
+rc=0
+"$zr" push -q "$tmp/pending" "$url/pending" 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q "pending delete or compaction" "$tmp/err" ||
+    fail "push of a store with a pending intent: exit $rc, $(cat "$tmp/err")"
+[ -s "$tmp/pending/intent.zr" ] || fail "a refused push changed the local intent.zr"
+[ -z "$(boto manifest "$url/pending")" ] || fail "a refused push sent objects"
+"$zr" info "$tmp/pending" >/dev/null
+"$zr" push -q "$tmp/pending" "$url/pending" || fail "push after the intent was finished"
+! boto manifest "$url/pending" | grep -q '^intent.zr ' || fail "push sent an empty intent.zr"
+ok "a store with a pending intent.zr is refused untouched; an empty intent.zr is not sent"
+
+# A writer's lock (an exclusive flock on meta.zr, R2) keeps push out.
+"$PY" -c 'import fcntl, sys, time
+f = open(sys.argv[1], "rb"); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True); time.sleep(60)' \
+    "$tmp/big/meta.zr" >"$tmp/locked" &
+locker=$!
+for _ in $(seq 100); do [ -s "$tmp/locked" ] && break; sleep 0.1; done
+rc=0
+"$zr" push -q "$tmp/big" "$url/locked" 2>"$tmp/err" || rc=$?
+kill "$locker"
+wait "$locker" 2>/dev/null || true
+[ "$rc" -eq 1 ] && grep -q "open for writing" "$tmp/err" ||
+    fail "push of a store being written: exit $rc, $(cat "$tmp/err")"
+[ -z "$(boto manifest "$url/locked")" ] || fail "push of a locked store sent objects"
+ok "push refuses a store a writer holds"
 
 # Usage errors and a local STORE that is not a store.
 rc=0
