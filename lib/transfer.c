@@ -145,7 +145,7 @@ static int scan_local(const char *dir, struct xfile **out, size_t *nout)
         bool intent = strcmp(e->d_name, ZR_INTENT_FILE) == 0;
         if (!intent && !store_file_name(e->d_name))
             continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) != 0) {
             rc = zr_err_sys(errno, "%s/%s", dir, e->d_name);

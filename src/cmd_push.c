@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli.h"
@@ -49,6 +50,12 @@ static void report(bool quiet, const char *verb, const char *from, const char *t
            secs > 0 ? mib / secs : 0.0);
 }
 
+/* The URL operand: an s3:// address, or a usage error. */
+static bool is_s3(const char *url)
+{
+    return strncmp(url, "s3://", 5) == 0;
+}
+
 static int run_push(int argc, char **argv)
 {
     bool force = false, quiet = false;
@@ -58,6 +65,8 @@ static int run_push(int argc, char **argv)
     if (prc != EXIT_OK)
         return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind], *url = argv[optind + 1];
+    if (!is_s3(url) || is_s3(store))
+        return cli_usage("push takes a local STORE and an s3://bucket/prefix URL");
     struct xfer x = {0};
     const char *kill = getenv("LOADERX_TEST_PUSH_KILL_AFTER");
     if (kill && !cli_parse_u64(kill, &x.kill_after))
@@ -83,6 +92,8 @@ static int run_pull(int argc, char **argv)
     if (prc != EXIT_OK)
         return prc == CLI_HELP ? EXIT_OK : prc;
     const char *url = argv[optind], *store = argv[optind + 1];
+    if (!is_s3(url) || is_s3(store))
+        return cli_usage("pull takes an s3://bucket/prefix URL and a local STORE");
     struct xfer x = {0};
     double t0 = seconds();
     progress_start(&x.prog, quiet, "MiB", 0);
@@ -110,9 +121,9 @@ const struct cli_cmd cmd_push = {
     "end, so no writer changes it meanwhile; one with an unfinished delete or\n"
     "compaction is refused. meta.zr goes up last, after every other object: until\n"
     "then the prefix is no store to any reader, so a push that fails or is killed\n"
-    "leaves nothing a reader takes for one (push again to finish it). Afterwards\n"
-    "the listing is checked against the local sizes and the remote store is opened\n"
-    "and compared with the local one.\n"
+    "leaves nothing a reader takes for one (push --force again finishes it).\n"
+    "Afterwards the listing is checked against the local sizes and the remote store\n"
+    "is opened and compared with the local one.\n"
     "\n"
     "A prefix holding any object is refused unless --force: then the old meta.zr\n"
     "is deleted first, the store uploaded, the old store's other objects removed,\n"

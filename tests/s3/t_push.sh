@@ -234,6 +234,11 @@ ok "push refuses a store a writer holds"
 rc=0
 "$zr" push "$tmp/big" 2>/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "push with one operand exited $rc, not 2"
+for args in "push $tmp/big $tmp/elsewhere" "pull $tmp/big $tmp/elsewhere" "push $url/big $url/x"; do
+    rc=0
+    "$zr" $args 2>/dev/null || rc=$?
+    [ "$rc" -eq 2 ] || fail "zr $args exited $rc, not 2"
+done
 rc=0
 "$zr" push -q "$tmp/files" "$url/files" 2>/dev/null || rc=$?
 [ "$rc" -eq 1 ] || fail "push of a folder that is no store exited $rc, not 1"
