@@ -98,9 +98,10 @@ int zr_s3_get_ranges(struct zr_s3 *c, struct zr_s3_range *r, size_t n, unsigned 
                      zr_s3_range_fn done, void *arg);
 
 /* Upload size bytes of the open file fd (from offset 0) as object name:
- * one PUT below the multipart threshold, else a multipart upload whose
- * parts go up to `inflight` at once (0: the default); a failed multipart
- * upload is aborted. */
+ * one PUT up to 16 MiB, else a multipart upload of 16 MiB parts (larger
+ * past 10000 parts), read with pread and sent up to `inflight` at once
+ * (0: 8, or the client's default if lower); a failed multipart upload is
+ * aborted. A file shorter than size is ZR_EIO. */
 int zr_s3_put_file(struct zr_s3 *c, const char *name, int fd, uint64_t size,
                    unsigned inflight);
 

@@ -962,6 +962,7 @@ static Suite *suite_s3(void)
 {
     Suite *s = suite_create("s3");
     TCase *t = tcase_create("config");
+    tcase_set_timeout(t, 60);
     tcase_add_test(t, malformed_addresses_and_settings_are_einval);
     tcase_add_test(t, requests_are_signed_only_with_credentials);
     suite_add_tcase(s, t);
