@@ -11,6 +11,11 @@
 # alike: zr push, s3cmd put --recursive, zr pull, s3cmd get --recursive,
 # each into a fresh prefix or folder. Prints one line per transfer and
 # the medians, in MiB/s, and the ratios zr / s3cmd.
+#
+# radosgw frees deleted objects only later (its garbage collection), so
+# each run keeps about 2 x MIB MiB of the server's memstore (4 GiB by
+# default) for a while: a full one makes requests hang (`ceph -s` says
+# "full osd"). Start a fresh server for long series.
 set -euo pipefail
 
 bucket=${1:?usage: bench/s3push.sh BUCKET [MIB [RUNS]]}
