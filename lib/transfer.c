@@ -251,7 +251,12 @@ static int upload(struct zr_s3 *c, const struct xfile *f, size_t n, uint64_t tot
         j.rc = zr_err(ZR_ELIMIT, "%s: no thread for the uploads", zr_s3_url(c));
         snprintf(j.msg, sizeof j.msg, "%s", zr_last_error());
     }
-    uint64_t reported = UINT64_MAX;
+    uint64_t reported = 0;
+    if (fn) {
+        pthread_mutex_unlock(&j.lock);
+        fn(user, 0, total);
+        pthread_mutex_lock(&j.lock);
+    }
     while (j.running > 0) {
         pthread_cond_wait(&j.changed, &j.lock);
         if (fn && j.bytes_done != reported) {
