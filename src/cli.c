@@ -555,3 +555,39 @@ void cli_format_shape(char *buf, size_t cap, const uint64_t *shape, uint32_t ndi
     if (n < cap)
         snprintf(buf + n, cap - n, "%s)", ndim == 1 ? "," : "");
 }
+
+int cli_verify(zr_store *s, const char *store, bool quiet)
+{
+    zr_verify_report *rep = NULL;
+    struct progress prog;
+    progress_start(&prog, quiet, "records", zr_len(s));
+    zr_set_progress(s, progress_callback, &prog);
+    int zrc = zr_verify(s, &rep);
+    progress_end(&prog);
+    zr_set_progress(s, NULL, NULL);
+    if (zrc != 0 && zrc != ZR_ECORRUPT)
+        return cli_fail_lib(NULL);
+    int rc = EXIT_OK;
+    for (size_t k = 0; k < rep->nlisted; k++) {
+        const zr_problem *p = zr_verify_problem(rep, k);
+        if (p->entry == UINT64_MAX)
+            printf("%s/%s: %s\n", store, p->file, p->what);
+        else
+            printf("%s/%s: record %llu: %s\n", store, p->file, (unsigned long long)p->entry,
+                   p->what);
+    }
+    if (rep->nproblems > rep->nlisted)
+        printf("%s: %llu more problems not listed\n", store,
+               (unsigned long long)(rep->nproblems - rep->nlisted));
+    if (rep->nproblems == 0 && !quiet)
+        printf("%s: %llu records checked, no problems\n", store,
+               (unsigned long long)rep->records_checked);
+    if (fflush(stdout) != 0)
+        rc = cli_fail("writing stdout failed");
+    else if (rep->nproblems > 0 || zrc == ZR_ECORRUPT)
+        rc = cli_fail("%s: %llu problem%s found in %llu records", store,
+                      (unsigned long long)rep->nproblems, rep->nproblems == 1 ? "" : "s",
+                      (unsigned long long)rep->records_checked);
+    zr_verify_report_free(rep);
+    return rc;
+}

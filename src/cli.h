@@ -37,7 +37,8 @@ extern const size_t cli_ncommands;
 
 /* The subcommands, each defined in its src/cmd_*.c. */
 extern const struct cli_cmd cmd_create, cmd_import, cmd_append, cmd_export, cmd_cat, cmd_info,
-    cmd_delete, cmd_compact, cmd_verify, cmd_train_dict, cmd_recode, cmd_mount;
+    cmd_delete, cmd_compact, cmd_verify, cmd_train_dict, cmd_recode, cmd_mount, cmd_push,
+    cmd_pull;
 /* The command running now; messages name it. */
 extern const struct cli_cmd *cli_current;
 
@@ -128,6 +129,11 @@ void cli_create_end(struct cli_created *c);
 
 /* Open a store, reporting a failure. */
 int cli_open(zr_store **s, const char *path, int mode);
+
+/* zr verify of an open store: a progress meter, the problems on stdout,
+ * one line of summary (unless quiet); EXIT_FAIL when there are problems
+ * or the scan could not run. */
+int cli_verify(zr_store *s, const char *store, bool quiet);
 
 /* SIGINT and SIGTERM set cli_interrupted instead of killing the process,
  * so the long commands stop cleanly (and import removes its store). */

@@ -89,41 +89,9 @@ static int run_verify(int argc, char **argv)
         return prc == CLI_HELP ? EXIT_OK : prc;
     const char *store = argv[optind];
     zr_store *s = NULL;
-    zr_verify_report *rep = NULL;
-    struct progress prog;
     int rc = cli_open(&s, store, ZR_RDONLY);
-    int zrc = 0;
-    if (rc == EXIT_OK) {
-        progress_start(&prog, quiet, "records", zr_len(s));
-        zr_set_progress(s, progress_callback, &prog);
-        zrc = zr_verify(s, &rep);
-        progress_end(&prog);
-    }
-    if (rc == EXIT_OK && zrc != 0 && zrc != ZR_ECORRUPT)
-        rc = cli_fail_lib(NULL);
-    if (rc == EXIT_OK) {
-        for (size_t k = 0; k < rep->nlisted; k++) {
-            const zr_problem *p = zr_verify_problem(rep, k);
-            if (p->entry == UINT64_MAX)
-                printf("%s/%s: %s\n", store, p->file, p->what);
-            else
-                printf("%s/%s: record %llu: %s\n", store, p->file, (unsigned long long)p->entry,
-                       p->what);
-        }
-        if (rep->nproblems > rep->nlisted)
-            printf("%s: %llu more problems not listed\n", store,
-                   (unsigned long long)(rep->nproblems - rep->nlisted));
-        if (rep->nproblems == 0 && !quiet)
-            printf("%s: %llu records checked, no problems\n", store,
-                   (unsigned long long)rep->records_checked);
-        if (fflush(stdout) != 0)
-            rc = cli_fail("writing stdout failed");
-        else if (rep->nproblems > 0 || zrc == ZR_ECORRUPT)
-            rc = cli_fail("%s: %llu problem%s found in %llu records", store,
-                          (unsigned long long)rep->nproblems, rep->nproblems == 1 ? "" : "s",
-                          (unsigned long long)rep->records_checked);
-    }
-    zr_verify_report_free(rep);
+    if (rc == EXIT_OK)
+        rc = cli_verify(s, store, quiet);
     zr_close(s);
     return rc;
 }

@@ -15,6 +15,7 @@
 const struct cli_cmd *const cli_commands[] = {
     &cmd_create, &cmd_import, &cmd_append,     &cmd_export, &cmd_cat,    &cmd_info,
     &cmd_delete, &cmd_compact, &cmd_verify, &cmd_train_dict, &cmd_recode, &cmd_mount,
+    &cmd_push,   &cmd_pull,
 };
 const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
 

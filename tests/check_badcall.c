@@ -293,6 +293,43 @@ START_TEST(null_handles_and_records_are_refused)
 }
 END_TEST
 
+/* Refused before anything is sent: no server is needed (the transfers
+ * themselves are tested against one, tests/s3/t_push.sh). */
+START_TEST(push_and_pull_arguments_are_refused)
+{
+    char *path;
+    zr_store *s = dense_store(&path, 10);
+    ZR_OK_CALL(zr_sync(s));
+    zr_close(s);
+    ZR_FAIL_CALL(zr_push(NULL, "s3://b/p", 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_push(path, NULL, 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_push(path, "s3://b/p", 2, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_push(path, path, 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_push("s3://b/p", "s3://b/q", 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull(NULL, path, 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull("s3://b/p", NULL, 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull("s3://b/p", "", 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull("s3://b/p", path, 2, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull(path, path, 0, NULL, NULL), ZR_EINVAL);
+    char *plain = zt_path("plain");
+    ck_assert_int_eq(mkdir(plain, 0755), 0);
+    ZR_FAIL_CALL(zr_push(plain, "s3://b/p", 0, NULL, NULL), ZR_ENOTSTORE);
+    /* A pending intent is refused and left for an open to finish. */
+    char *intent = zt_join(path, "intent.zr");
+    FILE *f = fopen(intent, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("half an intent", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ZR_FAIL_CALL(zr_push(path, "s3://b/p", 0, NULL, NULL), ZR_EBUSY);
+    struct stat st;
+    ck_assert_int_eq(stat(intent, &st), 0);
+    ck_assert_int_eq(st.st_size, 14);
+    free(intent);
+    free(plain);
+    free(path);
+}
+END_TEST
+
 START_TEST(open_of_a_folder_that_is_not_a_store_is_refused)
 {
     char *path = zt_path("plain");
@@ -569,6 +606,7 @@ Suite *suite_badcall(void)
     tcase_add_test(tc, create_over_an_existing_store_is_refused);
     tcase_add_test(tc, create_needs_a_folder_of_its_own);
     tcase_add_test(tc, null_handles_and_records_are_refused);
+    tcase_add_test(tc, push_and_pull_arguments_are_refused);
     tcase_add_test(tc, open_of_a_folder_that_is_not_a_store_is_refused);
     tcase_add_test(tc, open_of_an_unfinished_store_is_refused);
     tcase_add_test(tc, open_of_a_missing_path_is_refused);

@@ -534,6 +534,47 @@ ZR_API void zr_verify_report_free(zr_verify_report *r);
  * of range. Valid until zr_verify_report_free. Thread-safe. */
 ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
 
+/* ---- Publishing to an object store: push and pull -------------------- */
+
+#define ZR_PUSH_FORCE 1u /* zr_push: replace what the prefix holds */
+#define ZR_PULL_FORCE 1u /* zr_pull: replace a local store */
+
+/* Upload the local store at path to url ("s3://bucket/prefix", configured
+ * as zr_open's remote stores are), its files as objects, byte for byte,
+ * several at once. The store is held open read-only (its shared lock keeps
+ * writers out) to the end; meta.zr is sent last, so that until the upload
+ * is complete the prefix is not a store to any reader. A prefix holding
+ * any object is refused unless flags has ZR_PUSH_FORCE; then the old
+ * header is deleted first, the old store's other objects the new one
+ * lacks after the upload. Afterwards the listing is checked against the
+ * local sizes and the remote store opened and compared with the local one.
+ * fn (may be NULL) receives bytes done out of total on the calling
+ * thread as files complete, last with done == total.
+ * Errors: ZR_EINVAL (NULL, an unknown flag, url not s3://), those of
+ * zr_open for path (ZR_EBUSY for a store being written), ZR_EBUSY (a
+ * pending delete or compaction), ZR_EEXIST (the prefix holds objects),
+ * ZR_EACCESS, ZR_ENOTSTORE (no bucket), ZR_EIO, ZR_ECORRUPT (the check
+ * after the upload failed), ZR_ENOMEM, ZR_ELIMIT. An upload that fails
+ * leaves a prefix without meta.zr. Thread-safe. */
+ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progress_fn fn,
+                   void *user);
+
+/* Download the store at url into the local folder path: its files come
+ * into a new folder beside path ("path.part-XXXXXX"), many ranges at
+ * once, are synced and checked against a second listing, the copy is
+ * opened, and only then is it renamed to path, so that path holds the
+ * whole store or nothing. An existing path is refused unless flags has
+ * ZR_PULL_FORCE, and even then replaced (in one atomic exchange) only
+ * when it is a folder of nothing but a store's files that no handle has
+ * open. fn as zr_push's.
+ * Errors: ZR_EINVAL, ZR_ENOTSTORE (no store at url, or an upload without
+ * its meta.zr), ZR_EEXIST (path exists), ZR_EBUSY (the store at path is
+ * open), ZR_ECORRUPT (the objects changed meanwhile, or the copy does not
+ * open), ZR_EACCESS, ZR_EIO, ZR_ENOSPC, ZR_ENOMEM. A pull that fails
+ * removes its folder (one killed leaves path.part-XXXXXX). Thread-safe. */
+ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
+                   void *user);
+
 /* ---- Dictionary training --------------------------------------------- */
 
 /* Train a zstd dictionary for ZR_CODEC_ZSTD_DICT stores on a strided sample

@@ -4,6 +4,7 @@
     from loaderx.dataloader import DataLoader
     from loaderx.zsampler import Sampler
     from loaderx.utils import train_dict
+    from loaderx.transfer import push, pull
 
 The package binds libloaderx (cffi, ABI mode) and returns NumPy arrays.
 ``loaderx.library_path`` says which copy of the library was loaded; set
@@ -23,12 +24,13 @@ from .zrecord import DICT_TIERS, DenseStore, RaggedStore, open_store
 from .zsampler import Sampler
 from .dataloader import DataLoader
 from .utils import train_dict
+from .transfer import pull, push
 
 __version__ = version_string()
 
 __all__ = [
     "DenseStore", "RaggedStore", "open_store", "DataLoader", "Sampler",
-    "train_dict", "DICT_TIERS", "library_path",
+    "train_dict", "DICT_TIERS", "library_path", "push", "pull",
     "StoreError", "InvalidArgumentError", "InvalidIndexError",
     "StoreMemoryError", "StoreIOError",
     "CorruptStoreError", "StoreNotFoundError", "StoreExistsError",

@@ -156,6 +156,12 @@ int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len);
 int zr_tier_sizes(int tier, size_t *dict_bytes, size_t *sample_bytes);
 int zr_threads(void);
 
+typedef void (*zr_progress_fn)(void *user, uint64_t done, uint64_t total);
+int zr_push(const char *path, const char *url, unsigned flags, zr_progress_fn fn,
+            void *user);
+int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
+            void *user);
+
 typedef struct zr_sampler zr_sampler;
 
 typedef struct zr_sampler_info {
@@ -297,6 +303,9 @@ ZR_SAMPLER_MAX_N = 1 << 63
 
 ZR_LOADER_MAX_DEPTH = 1024
 ZR_LOADER_MAX_THREADS = 256
+
+ZR_PUSH_FORCE = 1
+ZR_PULL_FORCE = 1
 
 # Symbols looked up right after dlopen: a file that lacks them is an older
 # or foreign library, and is reported as such rather than failing later at

@@ -115,6 +115,31 @@ def test_an_upload_without_its_header_is_not_a_store(s3, images):
         DenseStore.open(url)
 
 
+def test_push_and_pull_give_back_the_store(s3, tokens):
+    import loaderx
+    with RaggedStore.create("tok", np.int32, codec="zstd") as s:
+        s.append(tokens)
+    url = f"s3://{BUCKET}/py-push-{uuid.uuid4().hex[:12]}"
+    loaderx.push("tok", url)
+    with RaggedStore.open(url) as r:
+        assert len(r) == len(tokens)
+        for i in (0, 7, len(tokens) - 1):
+            np.testing.assert_array_equal(r[i], tokens[i])
+    with pytest.raises(loaderx.StoreExistsError, match="--force"):
+        loaderx.push("tok", url)
+    loaderx.pull(url, "back")
+    for name in os.listdir("tok"):
+        with open(os.path.join("tok", name), "rb") as a, \
+                open(os.path.join("back", name), "rb") as b:
+            assert a.read() == b.read(), name
+    with pytest.raises(loaderx.StoreExistsError):
+        loaderx.pull(url, "back")
+    loaderx.pull(url, "back", force=True)
+    with pytest.raises(StoreNotFoundError):
+        loaderx.pull(f"s3://{BUCKET}/py-nothing-{uuid.uuid4().hex[:12]}", "none")
+    assert not any(n.startswith("none") for n in os.listdir("."))
+
+
 def test_access_errors_say_which(s3, images, monkeypatch):
     with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
         s.append(images[:10])

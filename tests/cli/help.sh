@@ -3,7 +3,7 @@
 # with exit 0; a missing or unknown command is a usage error (exit 2).
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-commands="create import append export cat info delete compact verify train-dict recode mount"
+commands="create import append export cat info delete compact verify train-dict recode mount push pull"
 
 zr --help >help.txt
 for c in $commands; do

@@ -1,0 +1,43 @@
+"""push and pull: a store copied to and from an object store.
+
+    loaderx.push("data/train", "s3://datasets/train")
+    loaderx.pull("s3://datasets/train", "/scratch/train")
+
+Both are libloaderx's zr_push and zr_pull (lib/transfer.c), as `zr push`
+and `zr pull` run them: push sends meta.zr last, so that a prefix whose
+upload has not finished is no store to any reader, and pull fills a
+folder beside the target and renames it into place once it is whole. The
+S3 settings are the AWS tools' (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+The GIL is released while they run.
+"""
+
+import os
+
+from ._lib import ZR_PULL_FORCE, ZR_PUSH_FORCE, ffi, lib
+from .errors import check
+
+__all__ = ["push", "pull"]
+
+
+def push(path, url, force=False):
+    """Upload the local store at path to url ("s3://bucket/prefix").
+
+    Raises StoreExistsError when the prefix holds any object, unless force
+    (which replaces it); StoreBusyError when the store is being written or
+    has a delete or compaction to finish; CorruptStoreError when the check
+    after the upload fails; AccessDeniedError, StoreIOError for the server.
+    """
+    flags = ZR_PUSH_FORCE if force else 0
+    check(lib.zr_push(os.fsencode(path), os.fsencode(url), flags, ffi.NULL, ffi.NULL))
+
+
+def pull(url, path, force=False):
+    """Download the store at url into the local folder path, whole or not
+    at all.
+
+    Raises StoreNotFoundError when url holds no store or an upload that has
+    not finished; StoreExistsError when path exists, unless force (which
+    replaces a store folder nobody has open).
+    """
+    flags = ZR_PULL_FORCE if force else 0
+    check(lib.zr_pull(os.fsencode(url), os.fsencode(path), flags, ffi.NULL, ffi.NULL))
