@@ -158,7 +158,7 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
     for (size_t j = 0; rc == 0 && j < m; j++) {
         uint64_t i = pick[j];
         struct zr_loc l;
-        if ((rc = zr_batch_locs(s, &i, 1, &l, false)) != 0)
+        if ((rc = zr_batch_locs(s, &i, 1, &l, s->remote != NULL)) != 0)
             break;
         if (l.logic_length > cap) {
             zr_free(rec);
@@ -190,8 +190,22 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
     if (!sizes)
         return zr_err(ZR_ENOMEM, "dictionary sample");
     int rc = 0;
+    if (s->remote) {
+        /* A remote store's entries are read by ranges, a block at a time. */
+        enum { BLOCK = 65536 };
+        struct zr_loc *locs = zr_malloc(BLOCK * sizeof *locs);
+        if (!locs)
+            rc = zr_err(ZR_ENOMEM, "dictionary sample");
+        for (uint64_t a = 0; rc == 0 && a < n; a += BLOCK) {
+            size_t m = (size_t)ZR_MIN((uint64_t)BLOCK, n - a);
+            rc = zr_range_locs(s, a, m, locs, true);
+            for (size_t k = 0; rc == 0 && k < m; k++)
+                sizes[a + k] = locs[k].logic_length;
+        }
+        zr_free(locs);
+    }
     unsigned rs = zr_read_enter(s);
-    for (uint64_t k = 0; k < n && rc == 0; k++) {
+    for (uint64_t k = 0; !s->remote && k < n && rc == 0; k++) {
         struct zr_loc l;
         zr_read_pause(s, &rs);
         rc = zr_loc_read(s, k, &l);

@@ -28,6 +28,7 @@
 #include "intent.h"
 #include "io.h"
 #include "pool.h"
+#include "s3.h"
 
 zr_store *zr_store_alloc(const char *path, bool writable)
 {
@@ -185,6 +186,9 @@ int zr_engine_create(zr_store **out, const char *path, const struct zr_identity 
     if (!opts)
         opts = &none;
     *out = NULL;
+    if (zr_s3_is_url(path))
+        return zr_err(ZR_EINVAL, "%s: a store in an object store is read-only; create it locally "
+                      "and publish it with zr push", path);
     int codec = opts->codec;
     if (codec < ZR_CODEC_RAW || codec > ZR_CODEC_ZSTD_DICT)
         return zr_err(ZR_EINVAL, "unknown codec %d", codec);

@@ -318,6 +318,8 @@ enum { ZR_READ_PROBE, ZR_READ_MAPPED, ZR_READ_PLANNED };
  * from the record table, through the mappings or, with planned, with
  * planned reads (plan.h). */
 int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *locs, bool planned);
+/* zr_batch_locs of records first..first+n-1. */
+int zr_range_locs(zr_store *s, uint64_t first, size_t n, struct zr_loc *locs, bool planned);
 
 /* Whether the next gather of s plans its reads (readmode.c). */
 bool zr_gather_plans(zr_store *s);

@@ -46,7 +46,12 @@ static uint64_t remote_grow(zr_store *s, uint64_t i, uint64_t end)
                          .len = (uint32_t)((end - i) * ZR_LOC_SIZE),
                          .off = (i & (per_seg - 1)) * ZR_LOC_SIZE, .to = raw};
     uint64_t at = i;
-    if (zr_remote_read(s, &s->segs, &p, 1, NULL, NULL, NULL) == 0) {
+    int rc = zr_remote_read(s, &s->segs, &p, 1, NULL, NULL, NULL);
+    /* A read that failed is not tried again with every gather: the
+     * gathers read their entries themselves, and report what fails. */
+    if (rc != 0)
+        atomic_store_explicit(&s->layout_broken, true, memory_order_relaxed);
+    if (rc == 0) {
         uint32_t nchunks = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
         for (; at < end; at++) {
             struct zr_loc l, want;

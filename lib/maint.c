@@ -139,18 +139,14 @@ static int begin(zr_store *s, const char *op)
  * ones (one request each), its chunk sizes those its listing gave. */
 static int remote_stats(zr_store *s, uint64_t len, zr_store_stats *st)
 {
-    uint64_t *idx = zr_malloc(REMOTE_STATS_BLOCK * sizeof *idx);
     struct zr_loc *locs = zr_malloc(REMOTE_STATS_BLOCK * sizeof *locs);
-    int rc = idx && locs ? 0 : zr_err(ZR_ENOMEM, "%s: reading the record table", s->path);
+    int rc = locs ? 0 : zr_err(ZR_ENOMEM, "%s: reading the record table", s->path);
     for (uint64_t a = 0; rc == 0 && a < len; a += REMOTE_STATS_BLOCK) {
         size_t n = (size_t)ZR_MIN((uint64_t)REMOTE_STATS_BLOCK, len - a);
-        for (size_t k = 0; k < n; k++)
-            idx[k] = a + k;
-        rc = zr_batch_locs(s, idx, n, locs, true);
+        rc = zr_range_locs(s, a, n, locs, true);
         for (size_t k = 0; rc == 0 && k < n; k++)
             st->live_bytes += locs[k].phys_length;
     }
-    zr_free(idx);
     zr_free(locs);
     uint32_t n = atomic_load(&s->chunks.count);
     for (uint32_t c = 0; c < n; c++)

@@ -130,6 +130,18 @@ int zr_batch_locs(zr_store *s, const uint64_t *idx, size_t n, struct zr_loc *loc
     return rc;
 }
 
+int zr_range_locs(zr_store *s, uint64_t first, size_t n, struct zr_loc *locs, bool planned)
+{
+    uint64_t *idx = zr_malloc((n ? n : 1) * sizeof *idx);
+    if (!idx)
+        return zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, n);
+    for (size_t k = 0; k < n; k++)
+        idx[k] = first + k;
+    int rc = zr_batch_locs(s, idx, n, locs, planned);
+    zr_free(idx);
+    return rc;
+}
+
 struct planned {
     struct gather_ctx *c;
     const struct zr_loc *locs; /* by request */

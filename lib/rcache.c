@@ -2,8 +2,10 @@
  * rcache.c: the local cache of remote stores (rcache.h).
  *
  * The cache folder holds a folder per store, named after a hash of its
- * endpoint and address, header, identity and file sizes (a store pushed again under
- * the same address is another store), and in it a sparse file per chunk
+ * endpoint and address, header, identity, its objects' names, sizes and
+ * ETags (a store pushed again under the same address is another store)
+ * and the block size (bits of one size never read as blocks of another),
+ * and in it a sparse file per chunk
  * file and segment, of the same bytes at the same offsets: once the
  * blocks a batch needs are there, the batch is read from the mappings of
  * these files exactly as a local store's (gather.c), which is what makes
@@ -18,14 +20,17 @@
  * that a bit never outlives its bytes in a power cut; bits are set with
  * atomic or, which other processes see through their shared mappings.
  *
- * Several processes share the folder. Space is bounded by evicting whole
- * files, least recently used first (their mtime, touched on use): an
- * evicted file is unlinked, and a process that has it open keeps reading
- * the bytes and bits of that inode, which stay consistent, while new
- * openers start a fresh file. A handle keeps each file it opened for its
- * lifetime, and its cache of descriptors (tables.c) gets copies of them,
- * so the descriptor it reads through and the bitmap it checks are always
- * of the same inode.
+ * Several processes share the folder. A handle keeps each cache file it
+ * opened for its lifetime, with a shared lock on it, and its cache of
+ * descriptors (tables.c) gets copies of that descriptor, so the
+ * descriptor it reads through and the bitmap it checks are always of the
+ * same inode. Space is bounded by evicting whole files that no handle
+ * holds, least recently used first (their mtime, touched on use), under
+ * an exclusive lock that a holder's shared one refuses: an unlinked file
+ * still open would keep its bytes on the disk, unseen by the count. When
+ * the folder is past its bound and what is left is all held, a handle
+ * adds no more blocks (its misses are read without the cache) until a
+ * later look finds room.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,9 +55,12 @@
 #define ROUND_BYTES (64u << 20)
 /* A file in use is touched (its mtime, the eviction's clock) this often. */
 #define TOUCH_NS (5ull * 1000000000ull)
+/* A handle that found the cache full looks again this often. */
+#define FULL_RECHECK_NS (10ull * 1000000000ull)
 
 struct rfile {
     int fd;                  /* -1 until opened */
+    _Atomic bool gone;       /* evicted, or unwritable: no more blocks go to it */
     uint8_t *_Atomic bits;   /* the bitmap, mapped shared; set once fd is */
     size_t bits_len;         /* bytes mapped for it */
     _Atomic uint64_t touched; /* when it was last touched (ns) */
@@ -67,6 +75,8 @@ struct zr_rcache {
     struct rfile *files[2]; /* by table (chunks, segments), by id */
     uint32_t count[2];
     _Atomic uint64_t since_evict; /* bytes written since the folder was last measured */
+    _Atomic bool full;            /* the folder was past the bound with nothing to evict */
+    _Atomic uint64_t measured;    /* when it was (ns) */
 };
 
 static uint64_t now_ns(void)
@@ -109,22 +119,39 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
     size_t len = (size_t)(((nbits + 7) / 8 + page - 1) / page * page);
     if (len == 0)
         len = (size_t)page;
-    int fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return zr_err_sys(errno, "opening the cache file %s of %s", name, s->path);
-    struct stat st;
-    uint64_t want = bits_at(t) + len;
-    if (zr_io.fstat(fd, &st) != 0 ||
-        ((uint64_t)st.st_size < want && zr_io.ftruncate(fd, (off_t)want) != 0)) {
-        int e = errno;
+    /* The cache holds objects of buckets that may be private: only this
+     * user reads it. */
+    int fd;
+    for (;;) {
+        fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            int e = errno;
+            zr_err_sys(e, "opening the cache file %s of %s", name, s->path);
+            errno = e;
+            return zr_last_error_code();
+        }
+        /* Held for the handle's life: eviction leaves a held file alone
+         * (evict). One that eviction unlinked between the open and the
+         * lock is not the file of that name any more: open it again. */
+        struct stat st;
+        if (flock(fd, LOCK_SH) == 0 && zr_io.fstat(fd, &st) == 0 && st.st_nlink > 0)
+            break;
         zr_io.close(fd);
-        return zr_err_sys(e, "sizing the cache file %s of %s", name, s->path);
     }
-    void *m = zr_io.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)bits_at(t));
+    /* The bitmap's blocks are allocated now: a store through its mapping
+     * into a hole of a full disk would be a SIGBUS, not an error. */
+    uint64_t want = bits_at(t) + len;
+    int e = posix_fallocate(fd, (off_t)bits_at(t), (off_t)len);
+    void *m = e == 0 ? zr_io.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                                  (off_t)bits_at(t))
+                     : MAP_FAILED;
     if (m == MAP_FAILED) {
-        int e = errno;
+        e = e ? e : errno;
         zr_io.close(fd);
-        return zr_err_sys(e, "mapping the cache file %s of %s", name, s->path);
+        zr_err_sys(e, "making the cache file %s of %s (%llu bytes)", name, s->path,
+                   (unsigned long long)want);
+        errno = e;
+        return zr_last_error_code();
     }
     f->bits_len = len;
     f->fd = fd;
@@ -136,8 +163,8 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
 /* The cache file of file id of t, opened if needed; NULL with the error
  * set when it cannot be. A file opened is looked up without a lock: its
  * descriptor and bitmap never change until the handle is closed. A file
- * in use is touched now and then (now: the caller's clock), so that
- * eviction sees it used. */
+ * in use is touched now and then (now: the caller's clock; 0 touches
+ * nothing), so that eviction sees it used. */
 static struct rfile *get_file(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t now,
                               int *err)
 {
@@ -152,9 +179,17 @@ static struct rfile *get_file(zr_store *s, struct zr_ftable *t, uint32_t id, uin
             return NULL;
     }
     uint64_t was = atomic_load_explicit(&f->touched, memory_order_relaxed);
-    if (now - was > TOUCH_NS && atomic_compare_exchange_strong(&f->touched, &was, now))
+    if (now > was + TOUCH_NS && atomic_compare_exchange_strong(&f->touched, &was, now))
         (void)futimens(f->fd, NULL);
     return f;
+}
+
+/* The cache file of file id of t if this handle has opened it, else
+ * NULL: for questions that must not create files. */
+static struct rfile *peek_file(zr_store *s, struct zr_ftable *t, uint32_t id)
+{
+    struct rfile *f = &s->rcache->files[table_no(s, t)][id];
+    return atomic_load_explicit(&f->bits, memory_order_acquire) ? f : NULL;
 }
 
 static bool has_block(const struct rfile *f, uint64_t b)
@@ -167,10 +202,8 @@ int zr_rcache_dup(zr_store *s, struct zr_ftable *t, uint32_t id)
 {
     int err;
     struct rfile *f = get_file(s, t, id, now_ns(), &err);
-    if (!f) {
-        errno = EIO;
-        return -1;
-    }
+    if (!f)
+        return -1; /* errno from the open */
     return fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
 }
 
@@ -248,10 +281,21 @@ static void evict(struct zr_rcache *rc)
         for (size_t k = 0; k < n && total > rc->max / 10 * 9; k++) {
             char path[96];
             snprintf(path, sizeof path, "%s/%s", h[k].store, h[k].name);
-            if (unlinkat(rc->rootfd, path, 0) == 0)
+            /* A file a handle holds (its shared lock) stays: its bytes are
+             * in use, and an unlinked file would keep them on the disk,
+             * out of the folder's count, for as long as the handle lives. */
+            int fd = openat(rc->rootfd, path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(rc->rootfd, path, 0) == 0)
                 total -= h[k].bytes;
+            close(fd);
         }
     }
+    /* Past the bound with nothing left to evict: the files held are what
+     * the cache holds, and this handle adds no more until there is room. */
+    atomic_store(&rc->full, total > rc->max);
+    atomic_store(&rc->measured, now_ns());
     free(h);
     close(lk); /* releases the lock */
 }
@@ -281,14 +325,18 @@ struct round {
 };
 
 /* A block arrived: write it to its cache file (durable and marked once
- * the round is over). */
+ * the round is over). A file that cannot take it (a full disk) takes no
+ * more blocks: its pieces are then read without the cache. */
 static int block_arrived(void *arg, const struct zr_s3_range *r)
 {
     struct round *rd = arg;
-    const struct want *w = &rd->w[r->tag];
+    struct want *w = &rd->w[r->tag];
     char name[48];
     snprintf(name, sizeof name, "the cache file %u.%s", w->id, rd->t->suffix);
-    return zr_write_all(w->f->fd, r->to, (size_t)r->len, r->off, name);
+    if (atomic_load(&w->f->gone) ||
+        zr_write_all(w->f->fd, r->to, (size_t)r->len, r->off, name) != 0)
+        atomic_store(&w->f->gone, true);
+    return 0;
 }
 
 /* Fetch blocks w[0..n) (sorted, distinct) of t, write them, make them
@@ -314,13 +362,14 @@ static int fetch_round(zr_store *s, struct zr_ftable *t, struct want *w, size_t 
     if (err == 0)
         err = zr_s3_get_ranges(s->remote, r, n, 0, block_arrived, &rd);
     for (size_t k = 0; err == 0 && k < n; k++) {
-        if (k > 0 && w[k].f == w[k - 1].f)
+        if ((k > 0 && w[k].f == w[k - 1].f) || atomic_load(&w[k].f->gone))
             continue;
         if (zr_io.fdatasync(w[k].f->fd) != 0)
-            err = zr_err_sys(errno, "syncing the cache file %s of %s", names[k], s->path);
+            atomic_store(&w[k].f->gone, true);
     }
     for (size_t k = 0; err == 0 && k < n; k++)
-        __atomic_fetch_or(&atomic_load(&w[k].f->bits)[w[k].b / 8],
+        if (!atomic_load(&w[k].f->gone))
+            __atomic_fetch_or(&atomic_load(&w[k].f->bits)[w[k].b / 8],
                           (uint8_t)(1u << (w[k].b % 8)), __ATOMIC_RELEASE);
     for (size_t k = 0; k < n; k++)
         zr_free(w[k].buf);
@@ -333,16 +382,57 @@ static int fetch_round(zr_store *s, struct zr_ftable *t, struct want *w, size_t 
     return err;
 }
 
-int zr_rcache_fill(zr_store *s, struct zr_ftable *t, const struct zr_piece *p, size_t n)
+/* Whether file f still takes blocks: not after eviction unlinked it
+ * (what this handle wrote there would be held by no bound) or after a
+ * write to it failed. */
+static bool takes_blocks(struct rfile *f)
+{
+    struct stat st;
+    if (atomic_load(&f->gone))
+        return false;
+    if (zr_io.fstat(f->fd, &st) == 0 && st.st_nlink == 0)
+        atomic_store(&f->gone, true);
+    return !atomic_load(&f->gone);
+}
+
+/* Whether every block of piece q is in its cache file (NULL: the file
+ * cannot be opened). */
+static bool piece_held(const struct zr_rcache *rc, const struct rfile *f,
+                       const struct zr_piece *q)
+{
+    if (!f)
+        return false;
+    for (uint64_t b = q->off / rc->block; q->len && b <= (q->off + q->len - 1) / rc->block; b++)
+        if (!has_block(f, b))
+            return false;
+    return true;
+}
+
+int zr_rcache_fill(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                   size_t *direct)
 {
     struct zr_rcache *rc = s->rcache;
     size_t m = 0, cap = 0;
     struct want *w = NULL;
     int err = 0;
     uint64_t now = now_ns();
+    struct rfile *checked = NULL;
+    bool takes = false;
+    if (atomic_load(&rc->full) && now > atomic_load(&rc->measured) + FULL_RECHECK_NS)
+        evict(rc);
+    bool full = atomic_load(&rc->full);
     for (size_t k = 0; err == 0 && k < n; k++) {
-        struct rfile *f = get_file(s, t, p[k].file, now, &err);
-        if (!f || p[k].len == 0)
+        /* A full cache opens no new file (a file costs its bitmap). */
+        int open_err;
+        struct rfile *f = full ? peek_file(s, t, p[k].file)
+                               : get_file(s, t, p[k].file, now, &open_err);
+        if (!f || full || piece_held(rc, f, &p[k]))
+            continue;
+        if (f != checked) {
+            checked = f;
+            takes = takes_blocks(f);
+        }
+        if (!takes)
             continue;
         for (uint64_t b = p[k].off / rc->block; b <= (p[k].off + p[k].len - 1) / rc->block; b++) {
             if (has_block(f, b))
@@ -370,6 +460,16 @@ int zr_rcache_fill(zr_store *s, struct zr_ftable *t, const struct zr_piece *p, s
             err = fetch_round(s, t, w + a, ZR_MIN(per_round, u - a));
     }
     zr_free(w);
+    /* What the cache could not take goes first, to be read without it. */
+    size_t d = 0;
+    for (size_t k = 0; err == 0 && k < n; k++) {
+        if (!piece_held(rc, peek_file(s, t, p[k].file), &p[k])) {
+            struct zr_piece q = p[d];
+            p[d++] = p[k];
+            p[k] = q;
+        }
+    }
+    *direct = d;
     return err;
 }
 
@@ -378,7 +478,9 @@ static bool holds_range(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t 
                         uint64_t now)
 {
     int err;
-    struct rfile *f = get_file(s, t, id, now, &err);
+    struct rfile *f = peek_file(s, t, id);
+    if (f)
+        f = get_file(s, t, id, now, &err); /* touches it */
     if (!f || len == 0)
         return f != NULL;
     uint64_t bl = s->rcache->block;
@@ -386,6 +488,13 @@ static bool holds_range(zr_store *s, struct zr_ftable *t, uint32_t id, uint64_t 
         if (!has_block(f, b))
             return false;
     return true;
+}
+
+bool zr_rcache_has_entry(zr_store *s, uint64_t i)
+{
+    uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
+    return s->rcache && holds_range(s, &s->segs, (uint32_t)(i >> s->seg_shift),
+                                    (i & in_seg) * ZR_LOC_SIZE, ZR_LOC_SIZE, 0);
 }
 
 bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_out)
@@ -402,6 +511,7 @@ bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_o
         } else {
             if (k % ZR_PAUSE_EVERY == 0)
                 zr_read_pause(s, &rs);
+            /* zr_loc_get checks the entry's block in the cache again. */
             all = holds_range(s, &s->segs, (uint32_t)(i >> s->seg_shift),
                               (i & in_seg) * ZR_LOC_SIZE, ZR_LOC_SIZE, now) &&
                   zr_loc_get(s, i, &l) == 0;
@@ -414,7 +524,31 @@ bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_o
 
 /* ---- attaching --------------------------------------------------------- */
 
-int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
+/* Make folder dir and the folders above it that are missing (mkdir -p);
+ * 0 or -1 with errno set. Made for this user alone: the cache holds
+ * objects of buckets that may be private. */
+static int make_folder(const char *dir)
+{
+    char path[4096];
+    size_t len = strlen(dir);
+    if (len == 0 || len >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, len + 1);
+    for (size_t k = 1; k <= len; k++) {
+        if (path[k] != '/' && path[k] != '\0')
+            continue;
+        char c = path[k];
+        path[k] = '\0';
+        if (zr_io.mkdirat(AT_FDCWD, path, 0700) != 0 && errno != EEXIST)
+            return -1;
+        path[k] = c;
+    }
+    return 0;
+}
+
+int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t version)
 {
     struct zr_rcache *rc = zr_calloc(1, sizeof *rc);
     if (!rc)
@@ -424,8 +558,12 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
     s->rcache = rc;
     rc->max = max_bytes;
     const char *env = getenv("LOADERX_CACHE_BLOCK");
-    rc->block = env && *env ? strtoull(env, NULL, 10) : DEFAULT_BLOCK;
-    if (rc->block < 4096 || rc->block > (1u << 30) || (rc->block & (rc->block - 1)))
+    char *end = NULL;
+    rc->block = DEFAULT_BLOCK;
+    if (env && *env)
+        rc->block = env[0] >= '0' && env[0] <= '9' ? strtoull(env, &end, 10) : 0;
+    if ((end && *end) || rc->block < 4096 || rc->block > (1u << 30) ||
+        (rc->block & (rc->block - 1)))
         return zr_err(ZR_EINVAL, "LOADERX_CACHE_BLOCK must be a power of two from 4096 to "
                       "2^30 bytes, not %s", env);
     for (int k = 0; k < 2; k++) {
@@ -437,7 +575,7 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
         for (uint32_t i = 0; i <= rc->count[k]; i++)
             rc->files[k][i] = (struct rfile){.fd = -1, .bits = NULL};
     }
-    if (zr_io.mkdirat(AT_FDCWD, dir, 0755) != 0 && errno != EEXIST)
+    if (make_folder(dir) != 0)
         return zr_err_sys(errno, "creating the cache folder %s", dir);
     rc->rootfd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (rc->rootfd < 0)
@@ -457,6 +595,8 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
     MIX(s->id.dtype, strlen(s->id.dtype));
     MIX(&s->id.ndim, sizeof s->id.ndim);
     MIX(s->id.shape, s->id.ndim * sizeof s->id.shape[0]);
+    MIX(&version, sizeof version);
+    MIX(&rc->block, sizeof rc->block);
     MIX(&s->chunk_cap, sizeof s->chunk_cap);
     MIX(&s->seg_shift, sizeof s->seg_shift);
     for (int k = 0; k < 2; k++)
@@ -467,12 +607,22 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes)
 #undef MIX
     char name[24];
     snprintf(name, sizeof name, "%016" PRIx64, h);
-    if (zr_io.mkdirat(rc->rootfd, name, 0755) != 0 && errno != EEXIST)
+    if (zr_io.mkdirat(rc->rootfd, name, 0700) != 0 && errno != EEXIST)
         return zr_err_sys(errno, "creating the cache folder %s/%s", dir, name);
     rc->storefd = zr_io.openat(rc->rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (rc->storefd < 0)
         return zr_err_sys(errno, "opening the cache folder %s/%s", dir, name);
     return 0;
+}
+
+void zr_rcache_fork_prepare(zr_store *s)
+{
+    pthread_mutex_lock(&s->rcache->lock);
+}
+
+void zr_rcache_fork_done(zr_store *s)
+{
+    pthread_mutex_unlock(&s->rcache->lock);
 }
 
 void zr_rcache_free(zr_store *s)

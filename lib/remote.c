@@ -49,7 +49,16 @@ struct listing {
     uint64_t *loc;
     uint32_t nchunk, nloc; /* one past the highest id seen */
     bool meta, store, dict, intent;
+    uint64_t version; /* a hash of every object's name, size and ETag */
 };
+
+/* FNV-1a, folded over n bytes at p into h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ ((const uint8_t *)p)[k]) * 1099511628211ull;
+    return h;
+}
 
 static int list_store(zr_store *s, struct listing *ls)
 {
@@ -73,11 +82,15 @@ static int list_store(zr_store *s, struct listing *ls)
     }
     memset(ls->chunk, 0xff, (ls->nchunk + 1) * sizeof *ls->chunk);
     memset(ls->loc, 0xff, (ls->nloc + 1) * sizeof *ls->loc);
+    ls->version = 1469598103934665603ull;
     for (size_t k = 0; k < n; k++) {
         const struct zr_s3_obj *o = &objs[k];
         int64_t c = file_id(o->name, "chunk"), g = file_id(o->name, "loc");
         if (o->dir)
             continue;
+        ls->version = fnv(ls->version, o->name, strlen(o->name) + 1);
+        ls->version = fnv(ls->version, &o->size, sizeof o->size);
+        ls->version = fnv(ls->version, o->etag, strlen(o->etag) + 1);
         if (c >= 0)
             ls->chunk[c] = o->size;
         else if (g >= 0)
@@ -144,6 +157,11 @@ static int add_files(zr_store *s, const struct listing *ls)
         if ((rc = zr_ftable_add_sized(&s->chunks, c, ls->chunk[c])) != 0)
             return rc;
     }
+    /* The tail chunk holds the bytes up to the frontier. */
+    if (s->hdr.tail_chunk < ls->nchunk && ls->chunk[s->hdr.tail_chunk] != UINT64_MAX &&
+        ls->chunk[s->hdr.tail_chunk] < s->hdr.tail_offset)
+        return zr_err(ZR_ECORRUPT, "%s/%u.chunk is shorter than the header's frontier %u",
+                      s->path, s->hdr.tail_chunk, s->hdr.tail_offset);
     uint64_t per_seg = (uint64_t)1 << s->seg_shift;
     uint64_t nseg = (s->hdr.length + per_seg - 1) >> s->seg_shift;
     for (uint64_t g = 0; g < nseg; g++) {
@@ -168,7 +186,9 @@ static int cache_bound(uint64_t *max)
     if (!env || !*env)
         return 0;
     char *end;
-    unsigned long long v = strtoull(env, &end, 10);
+    unsigned long long v = env[0] >= '0' && env[0] <= '9' ? strtoull(env, &end, 10) : 0;
+    if (v == 0)
+        end = (char *)env;
     unsigned shift = 0;
     switch (*end) {
     case 'K': case 'k': shift = 10; end++; break;
@@ -204,7 +224,7 @@ int zr_remote_open(zr_store *s)
     if (rc == 0 && dir && *dir) {
         uint64_t max;
         if ((rc = cache_bound(&max)) == 0)
-            rc = zr_rcache_attach(s, dir, max);
+            rc = zr_rcache_attach(s, dir, max, ls.version);
     }
     if (rc != 0)
         return rc;
@@ -260,19 +280,16 @@ static int request_done(void *arg, const struct zr_s3_range *r)
     return 0;
 }
 
-int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
-                   zr_piece_fn done, void *arg, struct zr_plan_stats *st)
+/* Bytes of merged requests' buffers one round of fetch_direct holds at
+ * most: pieces close enough to merge may be far apart, so that a batch's
+ * buffers could be many times its bytes. */
+#define ROUND_BUFFERS (64u << 20)
+
+/* Read pieces p[0..n) of t from the object store, in requests of merged
+ * pieces, a round of requests at a time; *reads counts the requests. */
+static int fetch_direct(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                        zr_piece_fn done, void *arg, size_t *reads)
 {
-    if (st)
-        *st = (struct zr_plan_stats){0};
-    if (n == 0)
-        return 0;
-    /* With a cache, the blocks come to the cache files, and the pieces
-     * are read from there as a local store's are. */
-    if (s->rcache) {
-        int rc = zr_rcache_fill(s, t, p, n);
-        return rc != 0 ? rc : zr_plan_read_local(s, t, p, n, done, arg, st);
-    }
     qsort(p, n, sizeof *p, piece_cmp);
     struct request *req = zr_calloc(n, sizeof *req);
     struct zr_s3_range *r = zr_calloc(n, sizeof *r);
@@ -299,24 +316,58 @@ int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t 
                                     .to = p[k].to, .tag = m};
         m++;
     }
-    for (size_t j = 0; j < m; j++) {
-        if (req[j].count == 1)
-            continue;
-        if (r[j].len > SIZE_MAX || !(req[j].buf = zr_malloc((size_t)r[j].len))) {
-            rc = zr_err(ZR_ENOMEM, "%s: a buffer of %llu bytes for merged reads", s->path,
-                        (unsigned long long)r[j].len);
-            goto out;
-        }
-        r[j].to = req[j].buf;
-    }
+    *reads = m;
     struct remote_read rr = {.p = p, .req = req, .done = done, .arg = arg};
-    rc = zr_s3_get_ranges(s->remote, r, m, 0, request_done, &rr);
-    if (st)
-        st->reads = m;
+    for (size_t a = 0; rc == 0 && a < m;) {
+        size_t b = a;
+        uint64_t held = 0;
+        for (; b < m && (b == a || req[b].count == 1 || held + r[b].len <= ROUND_BUFFERS); b++) {
+            if (req[b].count == 1)
+                continue;
+            if (r[b].len > SIZE_MAX || !(req[b].buf = zr_malloc((size_t)r[b].len))) {
+                rc = zr_err(ZR_ENOMEM, "%s: a buffer of %llu bytes for merged reads", s->path,
+                            (unsigned long long)r[b].len);
+                break;
+            }
+            r[b].to = req[b].buf;
+            held += r[b].len;
+        }
+        if (rc == 0)
+            rc = zr_s3_get_ranges(s->remote, r + a, b - a, 0, request_done, &rr);
+        for (size_t j = a; j < b; j++) {
+            zr_free(req[j].buf);
+            req[j].buf = NULL;
+        }
+        a = b;
+    }
 out:
-    for (size_t j = 0; req && j < m; j++)
-        zr_free(req[j].buf);
     zr_free(req);
     zr_free(r);
+    return rc;
+}
+
+int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
+                   zr_piece_fn done, void *arg, struct zr_plan_stats *st)
+{
+    if (st)
+        *st = (struct zr_plan_stats){0};
+    if (n == 0)
+        return 0;
+    size_t reads = 0;
+    if (!s->rcache) {
+        int rc = fetch_direct(s, t, p, n, done, arg, &reads);
+        if (st)
+            st->reads = reads;
+        return rc;
+    }
+    /* With a cache, the blocks come to the cache files, and the pieces
+     * are read from there as a local store's are; those the cache cannot
+     * hold now are fetched as without it. */
+    size_t direct = 0;
+    int rc = zr_rcache_fill(s, t, p, n, &direct);
+    if (rc == 0 && direct > 0)
+        rc = fetch_direct(s, t, p, direct, done, arg, &reads);
+    if (rc == 0 && direct < n)
+        rc = zr_plan_read_local(s, t, p + direct, n - direct, done, arg, st);
     return rc;
 }

@@ -194,6 +194,29 @@ const char *zr_s3_endpoint(const struct zr_s3 *c)
     return c->conf.endpoint;
 }
 
+void zr_s3_fork_prepare(struct zr_s3 *c)
+{
+    pthread_mutex_lock(&c->pool_lock);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_lock(&c->locks[i]);
+}
+
+void zr_s3_fork_parent(struct zr_s3 *c)
+{
+    for (int i = CURL_LOCK_DATA_LAST - 1; i >= 0; i--)
+        pthread_mutex_unlock(&c->locks[i]);
+    pthread_mutex_unlock(&c->pool_lock);
+}
+
+void zr_s3_fork_child(struct zr_s3 *c)
+{
+    /* The idle sessions hold the parent's connections: dropped, not
+     * cleaned up (a cleanup could write to them), their memory and
+     * descriptors left to the child's exit. */
+    c->idle = NULL;
+    zr_s3_fork_parent(c);
+}
+
 void zr_s3_stats(const struct zr_s3 *c, struct zr_s3_stats *st)
 {
     st->requests = atomic_load(&c->requests);

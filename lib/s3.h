@@ -48,6 +48,16 @@ const char *zr_s3_url(const struct zr_s3 *c);
 /* The endpoint it sends requests to ("http(s)://host[:port]"). */
 const char *zr_s3_endpoint(const struct zr_s3 *c);
 
+/* fork() and a client (called by the fork handlers of tables.c for the
+ * clients of live handles): prepare takes the client's locks, so that
+ * none is copied held; parent gives them back; child gives them back and
+ * lets go of the connections it inherited, without closing them, since
+ * the parent goes on using them: two processes on one connection would
+ * read each other's answers. The child's next calls open their own. */
+void zr_s3_fork_prepare(struct zr_s3 *c);
+void zr_s3_fork_parent(struct zr_s3 *c);
+void zr_s3_fork_child(struct zr_s3 *c);
+
 /* What a client has done since it was made, summed over its calls on
  * every thread: attempts at requests, connections opened for them (a
  * reused one is not counted) and attempts repeated after a failure. For
@@ -65,6 +75,7 @@ struct zr_s3_obj {
     char *name; /* relative to the client's prefix */
     uint64_t size;
     bool dir;
+    char etag[72]; /* the object's ETag without its quotes, "" when the listing has none */
 };
 
 /* List the objects whose names start with sub ("" for all), following

@@ -41,7 +41,7 @@ static int list_finish(struct op *op, struct xfer *x)
 /* Append the object or common prefix full (a key under base) to the
  * listing, as a name relative to the client's prefix. */
 static int list_add(struct zr_s3 *c, const char *full, const char *base, bool dir, uint64_t size,
-                    struct zr_s3_obj **objs, size_t *n, size_t *cap)
+                    const char *etag, struct zr_s3_obj **objs, size_t *n, size_t *cap)
 {
     size_t bl = strlen(base), fl = strlen(full);
     if (fl < bl || memcmp(full, base, bl) != 0)
@@ -64,7 +64,19 @@ static int list_add(struct zr_s3 *c, const char *full, const char *base, bool di
         return zr_err(ZR_ENOMEM, "listing %s", c->url);
     memcpy(name, full + bl, fl - bl);
     name[fl - bl] = '\0';
-    (*objs)[(*n)++] = (struct zr_s3_obj){.name = name, .size = size, .dir = dir};
+    struct zr_s3_obj *o = &(*objs)[(*n)++];
+    *o = (struct zr_s3_obj){.name = name, .size = size, .dir = dir};
+    /* An ETag is written in quotes: keep what is between them. */
+    if (etag) {
+        size_t el = strlen(etag);
+        if (el >= 2 && etag[0] == '"' && etag[el - 1] == '"') {
+            etag++;
+            el -= 2;
+        }
+        el = ZR_MIN(el, sizeof o->etag - 1);
+        memcpy(o->etag, etag, el);
+        o->etag[el] = '\0';
+    }
     return 0;
 }
 
@@ -102,8 +114,13 @@ static int list_page(struct zr_s3 *c, const struct zr_sbuf *page, const char *ba
             if (errno || *stop || num[0] == '-')
                 rc = zr_err(ZR_EIO, "listing %s: \"%s\" has a malformed Size", c->url, text);
         }
+        char *etag = NULL;
+        in = s;
+        if (rc == 0 && zr_xml_find(&in, e, "ETag", &s2, &e2))
+            rc = zr_xml_text(s2, e2, c->url, &etag);
         if (rc == 0)
-            rc = list_add(c, text, base, false, size, objs, n, cap);
+            rc = list_add(c, text, base, false, size, etag, objs, n, cap);
+        zr_free(etag);
         zr_free(text);
     }
     for (pos = start; rc == 0 && zr_xml_find(&pos, end, "CommonPrefixes", &s, &e);) {
@@ -112,7 +129,7 @@ static int list_page(struct zr_s3 *c, const struct zr_sbuf *page, const char *ba
             return zr_err(ZR_EIO, "listing %s: a CommonPrefixes without a Prefix", c->url);
         rc = zr_xml_text(s2, e2, c->url, &text);
         if (rc == 0)
-            rc = list_add(c, text, base, true, 0, objs, n, cap);
+            rc = list_add(c, text, base, true, 0, NULL, objs, n, cap);
         zr_free(text);
     }
     if (rc != 0)

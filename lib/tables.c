@@ -53,6 +53,7 @@
 #include "engine.h"
 #include "io.h"
 #include "rcache.h"
+#include "s3.h"
 
 /* The most descriptors and mappings a handle holds. 1024 windows are
  * 4 TiB of address space for 4 GiB chunks (a 47-bit address space holds
@@ -136,17 +137,29 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static zr_store *live;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
+/* A remote handle's client and cache have locks too, and the client's
+ * connections must not be shared with the child (s3.h). */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_lock);
-    for (zr_store *s = live; s; s = s->cache.next)
+    for (zr_store *s = live; s; s = s->cache.next) {
         pthread_mutex_lock(&s->cache.lock);
+        if (s->rcache)
+            zr_rcache_fork_prepare(s);
+        if (s->remote)
+            zr_s3_fork_prepare(s->remote);
+    }
 }
 
 static void fork_parent(void)
 {
-    for (zr_store *s = live; s; s = s->cache.next)
+    for (zr_store *s = live; s; s = s->cache.next) {
+        if (s->remote)
+            zr_s3_fork_parent(s->remote);
+        if (s->rcache)
+            zr_rcache_fork_done(s);
         pthread_mutex_unlock(&s->cache.lock);
+    }
     pthread_mutex_unlock(&live_lock);
 }
 
@@ -167,6 +180,10 @@ static void fork_child(void)
         atomic_store(&c->readers[1], 0);
         atomic_store(&c->waiting, 0);
         pthread_cond_init(&c->unpinned, NULL);
+        if (s->remote)
+            zr_s3_fork_child(s->remote);
+        if (s->rcache)
+            zr_rcache_fork_done(s);
         pthread_mutex_unlock(&c->lock);
     }
     pthread_mutex_unlock(&live_lock);
@@ -809,6 +826,11 @@ int zr_loc_get(zr_store *s, uint64_t index, struct zr_loc *loc)
     const struct zr_file *seg = zr_ftable_at(&s->segs, g);
     if (off + ZR_LOC_SIZE > atomic_load_explicit(&seg->size, memory_order_acquire))
         return ZR_ECORRUPT;
+    /* A remote store's entries come through its cache files only where
+     * the cache holds them: elsewhere they are holes. */
+    if (__builtin_expect(s->remote != NULL, 0) && !zr_rcache_has_entry(s, index))
+        return zr_err(ZR_EINVAL, "%s: the entry of record %llu is read by ranges (planned reads), "
+                      "not through a mapping", s->path, (unsigned long long)index);
     const uint8_t *map = zr_file_map(s, &s->segs, g);
     if (!map)
         return zr_last_error_code();

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -315,11 +316,17 @@ static uint64_t disk_bytes(const char *dir)
     return total;
 }
 
-/* Replace every chunk object of the store at url with bytes of the same
- * size that are not its records: the listing (and so the cache's name
- * for the store) stays the same, and only a cache can still give the
- * records. */
-static void spoil_chunks(const char *dir, const char *url)
+/* Requests the client of remote handle r has sent. */
+static uint64_t requests(const zr_store *r)
+{
+    struct zr_s3_stats st;
+    zr_s3_stats(r->remote, &st);
+    return st.requests;
+}
+
+/* Upload the files of the store folder dir, rewritten with every byte
+ * of its chunk files inverted: the same names and sizes, other records. */
+static void upload_inverted(const char *dir, const char *url)
 {
     struct zr_s3 *c;
     ZR_OK_CALL(zr_s3_open(&c, url));
@@ -328,21 +335,25 @@ static void spoil_chunks(const char *dir, const char *url)
         snprintf(name, sizeof name, "%u.chunk", k);
         char *path = zt_join(dir, name);
         int64_t size = zt_file_size(path);
-        free(path);
-        if (size < 0)
+        if (size < 0) {
+            free(path);
             break;
-        uint8_t *junk = malloc((size_t)size + 1);
-        memset(junk, 0xa5, (size_t)size + 1);
-        ZR_OK_CALL(zr_s3_put(c, name, junk, (size_t)size));
-        free(junk);
+        }
+        size_t len;
+        uint8_t *bytes = zt_slurp(path, &len);
+        for (size_t j = 0; j < len; j++)
+            bytes[j] = (uint8_t)~bytes[j];
+        ZR_OK_CALL(zr_s3_put(c, name, bytes, len));
+        free(bytes);
+        free(path);
     }
     zr_s3_close(c);
 }
 
-/* A cache folder: after one pass over a store every record comes from it
- * (the objects are spoiled afterwards and the records still read right),
- * for a second handle and for two processes at once; a handle without
- * the cache sees the spoiled objects. _i: kind * 3 + codec. */
+/* A cache folder: after one pass over a store a second pass sends no
+ * request, through the same handle or another, in this process or two
+ * others at once, and returns the same records; the cache also holds
+ * for blocks of another size read into it before. _i: kind * 3 + codec. */
 START_TEST(cache_serves_what_it_fetched)
 {
     bool ragged = _i >= 3;
@@ -356,13 +367,19 @@ START_TEST(cache_serves_what_it_fetched)
     setenv("LOADERX_CACHE_BLOCK", "4096", 1);
     zr_store *r;
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
-    if (ragged)
-        zt_check_ragged_all(r, seed, 2, 40);
-    else
-        zt_check_dense_all(r, seed);
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t sent = requests(r);
+        if (ragged)
+            zt_check_ragged_all(r, seed, 2, 40);
+        else
+            zt_check_dense_all(r, seed);
+        if (pass == 0)
+            ck_assert_uint_gt(requests(r), sent);
+        else
+            ck_assert_uint_eq(requests(r), sent);
+    }
     zr_close(r);
     ck_assert_uint_gt(disk_bytes(cache), 0);
-    spoil_chunks(dir, url);
 
     uint64_t idx[200];
     for (size_t k = 0; k < 200; k++)
@@ -373,10 +390,12 @@ START_TEST(cache_serves_what_it_fetched)
         if (pid == 0) {
             zr_store *c;
             int ok = zr_open(&c, url, ZR_RDONLY) == 0;
+            uint64_t sent = ok ? requests(c) : 0;
             int rc = 0;
             for (int round = 0; ok && round < 5; round++)
                 ok = ragged ? zt_ragged_matches(c, seed, idx, 200, 2, 40, &rc)
                             : zt_dense_matches(c, seed, idx, 200, &rc);
+            ok = ok && requests(c) == sent;
             zr_close(c);
             _exit(ok ? 0 : 1);
         }
@@ -385,28 +404,82 @@ START_TEST(cache_serves_what_it_fetched)
         int status;
         ck_assert_int_gt(wait(&status), 0);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "a process reading through the cache got other records");
+                      "a process reading through the warm cache got other records or "
+                      "sent requests for them");
     }
+    /* Blocks of 4 KiB in the cache, read with blocks of 1 MiB: another
+     * folder, the right records. */
+    setenv("LOADERX_CACHE_BLOCK", "1048576", 1);
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     if (ragged)
         zt_check_ragged_idx(r, seed, idx, 200, 2, 40);
     else
         zt_check_dense_idx(r, seed, idx, 200);
     zr_close(r);
-
-    unsetenv("LOADERX_CACHE_DIR");
-    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
-    int rc = 0;
-    bool same = ragged ? zt_ragged_matches(r, seed, idx, 200, 2, 40, &rc)
-                       : zt_dense_matches(r, seed, idx, 200, &rc);
-    ck_assert_msg(!same, "without the cache, the spoiled objects should show");
-    zr_close(r);
     unsetenv("LOADERX_CACHE_BLOCK");
+    unsetenv("LOADERX_CACHE_DIR");
     free(cache);
     free(url);
     free(dir);
 }
 END_TEST
+
+/* A store pushed again under the same address, with the same sizes and
+ * other records, is another store to the cache: its records are read,
+ * not the cached ones of the first. */
+START_TEST(cache_sees_a_store_pushed_again)
+{
+    uint64_t n = 300;
+    char *dir = make_store("s", false, ZR_CODEC_RAW, 7, n);
+    char *url = remote_url("again");
+    upload(dir, url, NULL);
+    char *cache = zt_path("cache");
+    setenv("LOADERX_CACHE_DIR", cache, 1);
+    zr_store *r;
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    zt_check_dense_all(r, 7);
+    zr_close(r);
+    upload_inverted(dir, url);
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    uint64_t idx[] = {0, 1, 150, 299};
+    uint8_t got[4 * 2048];
+    ZR_OK_CALL(zr_gather_dense(r, idx, 4, got));
+    void *want = zt_dense_gen("<i4", 512, 7, 0, n);
+    for (size_t k = 0; k < 4; k++)
+        for (size_t j = 0; j < 2048; j++)
+            ck_assert_uint_eq(got[k * 2048 + j], (uint8_t)~((uint8_t *)want)[idx[k] * 2048 + j]);
+    free(want);
+    zr_close(r);
+    unsetenv("LOADERX_CACHE_DIR");
+    free(cache);
+    free(url);
+    free(dir);
+}
+END_TEST
+
+/* Bytes held by descriptors of this process whose files under dir were
+ * unlinked. */
+static uint64_t unlinked_held(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        struct stat st;
+        char link[300], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (e->d_name[0] == '.' || len <= 0)
+            continue;
+        target[len] = '\0';
+        if (strncmp(target, dir, strlen(dir)) == 0 && fstat(atoi(e->d_name), &st) == 0 &&
+            st.st_nlink == 0)
+            total += (uint64_t)st.st_blocks * 512;
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
 
 /* A cache bounded below the store evicts files and still reads right. */
 START_TEST(cache_stays_near_its_bound)
@@ -419,22 +492,135 @@ START_TEST(cache_stays_near_its_bound)
     setenv("LOADERX_CACHE_DIR", cache, 1);
     setenv("LOADERX_CACHE_BLOCK", "4096", 1);
     setenv("LOADERX_CACHE_SIZE", "512K", 1);
-    zr_store *r;
+    /* Two handles, one open while the other reads the store through in
+     * batches of 32 records, then reads it again. */
+    zr_store *r, *other;
+    ZR_OK_CALL(zr_open(&other, url, ZR_RDONLY));
+    uint64_t first[32];
+    for (size_t k = 0; k < 32; k++)
+        first[k] = k;
+    zt_check_dense_idx(other, 9, first, 32);
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     for (int pass = 0; pass < 2; pass++)
-        zt_check_dense_all(r, 9);
-    zr_close(r);
+        for (uint64_t a = 0; a < n; a += 32) {
+            uint64_t idx[32];
+            for (size_t k = 0; k < 32; k++)
+                idx[k] = (a + k) % n;
+            zt_check_dense_idx(r, 9, idx, 32);
+        }
     /* Each fill past a sixteenth of the bound measures the folder and
-     * evicts to 90% of it; what is left is at most that plus a fill. */
-    uint64_t held = disk_bytes(cache);
-    ck_assert_msg(held < 2 * 512 * 1024, "the cache holds %llu bytes, bound 512 KiB",
+     * evicts files no handle holds down to 90% of it; a handle that finds
+     * nothing left to evict adds no more. Nothing is held on the disk out
+     * of the folder's sight (unlinked files still open). */
+    uint64_t held = disk_bytes(cache), hidden = unlinked_held(cache);
+    ck_assert_uint_eq(hidden, 0);
+    ck_assert_msg(held < 512 * 1024 + 128 * 1024, "the cache holds %llu bytes, bound 512 KiB",
                   (unsigned long long)held);
+    zr_close(r);
+    zr_close(other);
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     zt_check_dense_all(r, 9);
     zr_close(r);
     setenv("LOADERX_CACHE_SIZE", "12X", 1);
     ZR_FAIL_CALL(zr_open(&r, url, ZR_RDONLY), ZR_EINVAL);
     unsetenv("LOADERX_CACHE_SIZE");
+    unsetenv("LOADERX_CACHE_BLOCK");
+    unsetenv("LOADERX_CACHE_DIR");
+    free(cache);
+    free(url);
+    free(dir);
+}
+END_TEST
+
+/* A remote handle used on both sides of fork(): each process gets its
+ * own records, over connections of its own (records at the same offset
+ * of different chunks would come back swapped over shared ones). */
+START_TEST(remote_handle_survives_fork)
+{
+    uint64_t n = 200;
+    char *dir = make_store("s", false, ZR_CODEC_RAW, 11, n);
+    char *url = remote_url("fork");
+    upload(dir, url, NULL);
+    zr_store *r;
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    uint64_t warm[] = {0, 100};
+    zt_check_dense_idx(r, 11, warm, 2);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    uint64_t idx[16];
+    for (size_t k = 0; k < 16; k++)
+        idx[k] = (pid == 0 ? 16 : 32) + k;
+    int rc = 0;
+    bool ok = true;
+    for (int round = 0; ok && round < 150; round++)
+        ok = zt_dense_matches(r, 11, idx, 16, &rc);
+    if (pid == 0)
+        _exit(ok ? 0 : 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(ok, "the parent got other records after fork (%d %s)", rc, zr_last_error());
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child got other records after fork");
+    zr_close(r);
+    free(url);
+    free(dir);
+}
+END_TEST
+
+/* A dictionary trained on a remote store, with and without a cache, is
+ * the one trained on the same store locally (training is deterministic
+ * on the same records). */
+START_TEST(remote_trains_a_dictionary)
+{
+    char *dir = make_store("s", false, ZR_CODEC_ZSTD, 12, 400);
+    char *url = remote_url("dict");
+    upload(dir, url, NULL);
+    char *cache = zt_path("cache");
+    zr_store *l;
+    ZR_OK_CALL(zr_open(&l, dir, ZR_RDONLY));
+    void *want;
+    size_t want_len;
+    ZR_OK_CALL(zr_train_dict_store(l, ZR_TIER_FAST, &want, &want_len));
+    zr_close(l);
+    for (int cached = 0; cached < 2; cached++) {
+        if (cached)
+            setenv("LOADERX_CACHE_DIR", cache, 1);
+        zr_store *r;
+        ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+        void *got;
+        size_t got_len;
+        ZR_OK_CALL(zr_train_dict_store(r, ZR_TIER_FAST, &got, &got_len));
+        ck_assert_uint_eq(got_len, want_len);
+        ck_assert(memcmp(got, want, got_len) == 0);
+        free(got);
+        zr_close(r);
+    }
+    unsetenv("LOADERX_CACHE_DIR");
+    free(want);
+    free(cache);
+    free(url);
+    free(dir);
+}
+END_TEST
+
+/* With a cache and a process limit of 64 descriptors, a store of 63
+ * chunks reads right: what the cache cannot open is read without it. */
+START_TEST(cache_under_a_descriptor_limit)
+{
+    uint64_t n = 2000;
+    char *dir = make_store("s", false, ZR_CODEC_RAW, 13, n);
+    char *url = remote_url("fds");
+    upload(dir, url, NULL);
+    char *cache = zt_path("cache");
+    setenv("LOADERX_CACHE_DIR", cache, 1);
+    setenv("LOADERX_CACHE_BLOCK", "4096", 1);
+    struct rlimit lim = {64, 64};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    zr_store *r;
+    ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+    for (int pass = 0; pass < 2; pass++)
+        zt_check_dense_all(r, 13);
+    zr_close(r);
     unsetenv("LOADERX_CACHE_BLOCK");
     unsetenv("LOADERX_CACHE_DIR");
     free(cache);
@@ -456,6 +642,10 @@ int main(void)
     tcase_add_test(tc, remote_access_errors);
     tcase_add_loop_test(tc, cache_serves_what_it_fetched, 0, 6);
     tcase_add_test(tc, cache_stays_near_its_bound);
+    tcase_add_test(tc, cache_sees_a_store_pushed_again);
+    tcase_add_test(tc, remote_handle_survives_fork);
+    tcase_add_test(tc, remote_trains_a_dictionary);
+    tcase_add_test(tc, cache_under_a_descriptor_limit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
