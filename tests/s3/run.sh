@@ -35,9 +35,14 @@ LOADERX_S3_DIR=$(mktemp -d /tmp/loaderx-s3-check.XXXXXX) || exit 1
 export LOADERX_S3_DIR
 server="$top_srcdir/scripts/s3server.sh"
 
+child=""
 cleanup() {
     local status=$?
     trap - EXIT INT TERM HUP
+    if [ -n "$child" ]; then
+        kill -TERM "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+    fi
     "$server" stop 2>&1 | sed 's/^/  /'
     rm -rf "$LOADERX_S3_DIR"
     exit "$status"
@@ -73,8 +78,13 @@ for t in "$top_srcdir"/tests/s3/t_*.sh; do
     name=$(basename "$t")
     echo "=== $name"
     t1=$(date +%s%N)
+    # In the background, so that a signal runs the trap at once rather than
+    # after the test; timeout passes the cleanup's SIGTERM on to the test.
+    (cd "$top_builddir" && exec timeout "$timeout_s" "$t") &
+    child=$!
     rc=0
-    (cd "$top_builddir" && exec timeout "$timeout_s" "$t") || rc=$?
+    wait "$child" || rc=$?
+    child=""
     ms=$((($(date +%s%N) - t1) / 1000000))
     case $rc in
     0) echo "PASS: $name ($ms ms)"; pass=$((pass + 1)) ;;
