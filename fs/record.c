@@ -39,8 +39,13 @@
 #include "fs/record.h"
 #include "lib/workq.h"
 
-/* Decoded records kept for requests without a handle. */
-#define CACHE_SLOTS 16
+/* Decoded records kept for requests without a handle, and the records a
+ * remote store's read-ahead fetched (at most REMOTE_STREAMS readers with
+ * two windows each in flight). */
+#define CACHE_SLOTS 256
+/* What they may hold at most, in decoded bytes: past it the least
+ * recently used are dropped. */
+#define CACHE_BYTES ((uint64_t)128 << 20)
 /* Records larger than this are handed to their reader but not cached. */
 #define CACHE_MAX_RECORD ((uint64_t)64 << 20)
 /* Decode failures logged per store; later ones only give EIO. */
@@ -51,6 +56,82 @@ static pthread_cond_t cache_cv = PTHREAD_COND_INITIALIZER;
 static struct zfs_rec *slots[CACHE_SLOTS];
 static uint64_t slot_used[CACHE_SLOTS];
 static uint64_t cache_tick;
+/* The bytes of the ready records in slots (each counts r->cost). */
+static uint64_t cache_bytes;
+
+/* The slot of record i of st as of gen, or -1. Under cache_mu. */
+static int slot_find(const struct zfs_store *st, uint64_t i, uint64_t gen)
+{
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        const struct zfs_rec *c = slots[k];
+        if (c && c->st == st && c->index == i && c->gen == gen)
+            return k;
+    }
+    return -1;
+}
+
+/* Empty slot k, dropping the slot's reference. Under cache_mu: the
+ * reference dropped is never the last one of a record being loaded
+ * (its loader holds one), and freeing a loaded one there is short. */
+static void slot_drop(int k)
+{
+    struct zfs_rec *r = slots[k];
+    if (!r)
+        return;
+    cache_bytes -= r->cost;
+    r->cost = 0;
+    slots[k] = NULL;
+    slot_used[k] = 0;
+    zfs_rec_put(r);
+}
+
+/* Put r, which holds a reference for the slot, into the empty or least
+ * recently used slot. Returns the slot. Under cache_mu. */
+static int slot_take(struct zfs_rec *r)
+{
+    int victim = 0;
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        if (!slots[k]) {
+            victim = k;
+            break;
+        }
+        if (slot_used[k] < slot_used[victim])
+            victim = k;
+    }
+    slot_drop(victim);
+    slots[victim] = r;
+    slot_used[victim] = ++cache_tick;
+    return victim;
+}
+
+/* r, in slot k, has loaded (rc: 0 or a negative errno): tell its
+ * waiters, and account for its bytes, dropping the least recently used
+ * records while the cache holds more than CACHE_BYTES. Failures are not
+ * remembered (the next read tries again), and huge records would crowd
+ * out everything else: they leave their slot. Under cache_mu. */
+static void slot_ready(int k, struct zfs_rec *r, int rc)
+{
+    r->err = rc;
+    r->ready = true;
+    pthread_cond_broadcast(&cache_cv);
+    if (k < 0 || slots[k] != r)
+        return; /* evicted while it loaded */
+    if (rc != 0 || r->payload_len > CACHE_MAX_RECORD) {
+        slot_drop(k);
+        return;
+    }
+    r->cost = r->payload_len + r->hdr_len;
+    cache_bytes += r->cost;
+    while (cache_bytes > CACHE_BYTES) {
+        int lru = -1;
+        for (int j = 0; j < CACHE_SLOTS; j++)
+            if (j != k && slots[j] && slots[j]->cost && (lru < 0 || slot_used[j] < slot_used[lru]))
+                lru = j;
+        if (lru < 0)
+            break;
+        slot_drop(lru);
+    }
+}
 
 static uint16_t sizes_get(struct zfs_sizes *z, uint64_t i)
 {
@@ -158,6 +239,9 @@ int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs
     return 0;
 }
 
+/* Records of remote stores loaded one at a time, and windows fetched. */
+static _Atomic uint64_t remote_singles, remote_windows, remote_window_records;
+
 /* Decode record r->index into r. The caller holds st->lock shared. */
 static int load(struct zfs_fs *fs, struct zfs_rec *r)
 {
@@ -166,6 +250,8 @@ static int load(struct zfs_fs *fs, struct zfs_rec *r)
     int rc;
     if (i >= zr_len(st->zs))
         return -ENOENT;
+    if (st->remote)
+        atomic_fetch_add_explicit(&remote_singles, 1, memory_order_relaxed);
     if (st->kind == ZR_DENSE) {
         if (!(r->buf = malloc(st->width ? st->width : 1)))
             return -ENOMEM;
@@ -201,22 +287,14 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
         return -EIO;
     pthread_rwlock_rdlock(&st->lock);
     uint64_t gen = atomic_load(&st->gen);
-    struct zfs_rec *r = NULL, *evicted = NULL;
+    struct zfs_rec *r = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&cache_mu);
-    int victim = 0;
-    for (int k = 0; k < CACHE_SLOTS; k++) {
-        struct zfs_rec *c = slots[k];
-        if (c && c->st == st && c->index == i && c->gen == gen) {
-            r = c;
-            slot_used[k] = ++cache_tick;
-            break;
-        }
-        if (!c || (slots[victim] && slot_used[k] < slot_used[victim]))
-            victim = k;
-    }
-    if (r) {
+    int k = slot_find(st, i, gen);
+    if (k >= 0) {
+        r = slots[k];
+        slot_used[k] = ++cache_tick;
         atomic_fetch_add(&r->refs, 1);
         while (!r->ready)
             pthread_cond_wait(&cache_cv, &cache_mu);
@@ -232,32 +310,16 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
         r->index = i;
         r->gen = gen;
         atomic_store(&r->refs, 2);
-        evicted = slots[victim];
-        slots[victim] = r;
-        slot_used[victim] = ++cache_tick;
+        k = slot_take(r);
         pthread_mutex_unlock(&cache_mu);
 
         rc = load(fs, r);
 
         pthread_mutex_lock(&cache_mu);
-        r->err = rc;
-        r->ready = true;
-        bool drop = rc != 0 || r->payload_len > CACHE_MAX_RECORD;
-        if (drop && slots[victim] == r) {
-            /* Failures are not remembered (the next read tries again),
-             * and huge records would crowd out everything else. */
-            slots[victim] = NULL;
-            slot_used[victim] = 0;
-        } else {
-            drop = false;
-        }
-        pthread_cond_broadcast(&cache_cv);
+        slot_ready(k, r, rc);
         pthread_mutex_unlock(&cache_mu);
-        if (drop)
-            zfs_rec_put(r);
     }
     pthread_rwlock_unlock(&st->lock);
-    zfs_rec_put(evicted);
     if (rc != 0) {
         zfs_rec_put(r);
         return rc;
@@ -274,6 +336,23 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
     int rc = 0;
     uint64_t phys = 0;
     uint16_t v = 0;
+    if (st->remote && st->kind == ZR_RAGGED && i < zr_len(st->zs)) {
+        /* The record table's entry would cost a GET of its own: the
+         * record, which holds the size, is fetched instead, and the
+         * read-ahead brings the next ones with it for a reader that
+         * looks them up in order (ls -l, cp -r). */
+        if (!may_decode)
+            return -EAGAIN;
+        zfs_rec_ahead(fs, st, i);
+        struct zfs_rec *r;
+        rc = zfs_rec_get(fs, st, i, &r);
+        if (rc != 0)
+            return rc;
+        *size = r->hdr_len + r->payload_len;
+        *stored = r->stored;
+        zfs_rec_put(r);
+        return 0;
+    }
     pthread_rwlock_rdlock(&st->lock);
     if (i >= zr_len(st->zs)) {
         rc = -ENOENT;
@@ -381,31 +460,21 @@ void zfs_rec_store_changed(struct zfs_store *st)
 {
     sizes_clear(&st->sizes);
     atomic_fetch_add(&st->gen, 1);
-    struct zfs_rec *dropped[CACHE_SLOTS];
-    int n = 0;
     pthread_mutex_lock(&cache_mu);
     for (int k = 0; k < CACHE_SLOTS; k++) {
         /* Entries still loading belong to readers that hold the store
          * lock, which the caller holds exclusively: there are none. */
-        if (slots[k] && slots[k]->st == st) {
-            dropped[n++] = slots[k];
-            slots[k] = NULL;
-            slot_used[k] = 0;
-        }
+        if (slots[k] && slots[k]->st == st)
+            slot_drop(k);
     }
     pthread_mutex_unlock(&cache_mu);
-    for (int k = 0; k < n; k++)
-        zfs_rec_put(dropped[k]);
 }
 
 void zfs_rec_cache_clear(void)
 {
     pthread_mutex_lock(&cache_mu);
-    for (int k = 0; k < CACHE_SLOTS; k++) {
-        zfs_rec_put(slots[k]);
-        slots[k] = NULL;
-        slot_used[k] = 0;
-    }
+    for (int k = 0; k < CACHE_SLOTS; k++)
+        slot_drop(k);
     pthread_mutex_unlock(&cache_mu);
 }
 
@@ -462,8 +531,14 @@ static struct {
 } ahead_req;
 static uint64_t ahead_taken; /* the thread's own: the last seq it took */
 
+static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
+
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
 {
+    if (st->remote) {
+        remote_ahead(fs, st, i);
+        return;
+    }
     uint64_t prev = atomic_exchange(&st->next_read, i + 1);
     if (prev != i || !st->zs)
         return;
@@ -574,4 +649,245 @@ int zfs_ahead_start(void)
 void zfs_ahead_stop(void)
 {
     zr_workq_stop(&ahead_queue, false);
+}
+
+/* ---- Remote read-ahead -------------------------------------------------- */
+
+/*
+ * Every read of a remote store is a ranged GET, and a GET costs a round
+ * trip and the server's work on a request, whatever its size: a reader
+ * that reads record files one at a time (cp -r, tar, a checksum of each
+ * file) would pay one, or two (the record table's entries, then the
+ * record) for a compressed store, per record. So when a reader reads
+ * the record after the one it read last, the records after it are
+ * fetched in windows: one gather of up to REMOTE_WINDOW_RECORDS records
+ * and REMOTE_WINDOW_BYTES decoded bytes, which the library plans as one
+ * ranged GET of the adjacent stored bytes (lib/remote.c merges them),
+ * decoded into the cache of records above. The records of a window wait
+ * in the cache as loading from the moment it is asked for, so their
+ * readers wait for it instead of sending GETs of their own. The next
+ * window is asked for when the reader has less than half a window left,
+ * so that a steady reader finds its records fetched.
+ *
+ * Several readers may read one store at once (cp of several folders, a
+ * parallel copy), each in order: each store keeps up to REMOTE_STREAMS
+ * of them, a new reader taking the place of the one that read longest
+ * ago. A random reader never starts a window: only a read of record i
+ * right after i - 1 does. Memory is bounded by the cache (CACHE_BYTES);
+ * the windows of REMOTE_STREAMS readers fit it twice.
+ */
+#define REMOTE_STREAMS 8
+#define REMOTE_WINDOW_RECORDS 16
+#define REMOTE_WINDOW_BYTES ((uint64_t)4 << 20)
+/* Windows fetched at once, across the stores of the mount. */
+#define REMOTE_THREADS 4
+
+struct window {
+    struct zr_qitem item;
+    struct zfs_fs *fs;
+    struct zfs_store *st;
+    struct zfs_stream *s; /* the reader it is for */
+    uint64_t first;
+};
+
+static struct zr_workq remote_queue = ZR_WORKQ_INIT;
+
+/* The records [first, first + n) of a window, cut at REMOTE_WINDOW_BYTES
+ * decoded bytes (at least one record). 0 when there is nothing to fetch
+ * or their sizes cannot be read (the readers' own loads report why).
+ * The caller holds st->lock shared. */
+static uint64_t window_size(struct zfs_store *st, uint64_t first)
+{
+    uint64_t len = zr_len(st->zs);
+    if (first >= len)
+        return 0;
+    uint64_t n = len - first < REMOTE_WINDOW_RECORDS ? len - first : REMOTE_WINDOW_RECORDS;
+    if (st->kind == ZR_DENSE) {
+        uint64_t w = st->width ? st->width : 1;
+        uint64_t fit = REMOTE_WINDOW_BYTES / w;
+        return n < fit ? n : (fit ? fit : 1);
+    }
+    uint64_t idx[REMOTE_WINDOW_RECORDS], sizes[REMOTE_WINDOW_RECORDS], bytes = 0;
+    for (uint64_t k = 0; k < n; k++)
+        idx[k] = first + k;
+    if (zr_ragged_sizes(st->zs, idx, (size_t)n, sizes) != 0)
+        return 0;
+    for (uint64_t k = 0; k < n; k++) {
+        bytes += sizes[k];
+        if (bytes > REMOTE_WINDOW_BYTES && k > 0)
+            return k;
+    }
+    return n;
+}
+
+/* Gather the records recs[0..n) (placeholders in the cache, ready
+ * false) with one call, each copied into a buffer of its own, and mark
+ * them ready. Returns 0 or a negative errno, which every one of them
+ * then holds. The caller holds st->lock shared. */
+static int window_load(struct zfs_fs *fs, struct zfs_store *st, struct zfs_rec **recs, size_t n)
+{
+    uint64_t idx[REMOTE_WINDOW_RECORDS], sizes[REMOTE_WINDOW_RECORDS],
+        offs[REMOTE_WINDOW_RECORDS];
+    uint64_t total = 0;
+    uint8_t *buf = NULL;
+    int zrc = 0, rc = 0;
+    for (size_t k = 0; k < n; k++)
+        idx[k] = recs[k]->index;
+    if (st->kind == ZR_DENSE) {
+        for (size_t k = 0; k < n; k++) {
+            sizes[k] = st->width;
+            offs[k] = k * st->width;
+        }
+        total = n * st->width;
+    } else {
+        if ((zrc = zr_ragged_sizes(st->zs, idx, n, sizes)) != 0)
+            goto out;
+        for (size_t k = 0; k < n; k++) {
+            offs[k] = total;
+            total += (sizes[k] + 7) & ~(uint64_t)7;
+        }
+    }
+    if (total > SIZE_MAX || !(buf = malloc(total ? (size_t)total : 1))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    zrc = st->kind == ZR_DENSE ? zr_gather_dense(st->zs, idx, n, buf)
+                               : zr_gather_ragged(st->zs, idx, n, buf, offs);
+    for (size_t k = 0; zrc == 0 && rc == 0 && k < n; k++) {
+        struct zfs_rec *r = recs[k];
+        if (!(r->buf = malloc(sizes[k] ? (size_t)sizes[k] : 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        memcpy(r->buf, buf + offs[k], (size_t)sizes[k]);
+        if (st->kind == ZR_DENSE) {
+            r->payload = r->buf;
+            r->payload_len = r->stored = st->width;
+            r->hdr_len = st->dense_hdr_len;
+            memcpy(r->hdr, st->dense_hdr, st->dense_hdr_len);
+        } else {
+            rc = describe_ragged(fs, r, r->buf, sizes[k]);
+        }
+    }
+out:
+    free(buf);
+    if (zrc != 0) {
+        /* One line for the window: its records' readers get the error. */
+        log_failure(st, idx[0], zr_last_error());
+        rc = -zfs_errno(zrc);
+    }
+    return rc;
+}
+
+/* Fetch window w: size it, tell its reader where it ends, put its
+ * records not cached yet into the cache as loading, and load them. */
+static void window_run(void *arg, struct zr_qitem *it)
+{
+    (void)arg;
+    struct window *w = ZR_WORKQ_ENTRY(it, struct window, item);
+    struct zfs_store *st = w->st;
+    struct zfs_rec *recs[REMOTE_WINDOW_RECORDS];
+    int ks[REMOTE_WINDOW_RECORDS];
+    size_t m = 0;
+
+    pthread_rwlock_rdlock(&st->lock);
+    uint64_t n = window_size(st, w->first);
+    pthread_mutex_lock(&st->ahead_mu);
+    if (w->s->pending && w->s->until == w->first) {
+        w->s->until = w->first + n;
+        w->s->pending = false;
+    }
+    pthread_mutex_unlock(&st->ahead_mu);
+
+    uint64_t gen = atomic_load(&st->gen);
+    pthread_mutex_lock(&cache_mu);
+    for (uint64_t i = w->first; i < w->first + n; i++) {
+        if (slot_find(st, i, gen) >= 0)
+            continue; /* a reader's own load got there first */
+        struct zfs_rec *r = calloc(1, sizeof *r);
+        if (!r)
+            break;
+        r->st = st;
+        r->index = i;
+        r->gen = gen;
+        atomic_store(&r->refs, 2); /* the slot's and this window's */
+        ks[m] = slot_take(r);
+        recs[m++] = r;
+    }
+    pthread_mutex_unlock(&cache_mu);
+
+    int rc = m ? window_load(w->fs, st, recs, m) : 0;
+    if (m) {
+        atomic_fetch_add_explicit(&remote_windows, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&remote_window_records, m, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&cache_mu);
+    for (size_t k = 0; k < m; k++)
+        slot_ready(ks[k], recs[k], rc);
+    pthread_mutex_unlock(&cache_mu);
+    pthread_rwlock_unlock(&st->lock);
+    for (size_t k = 0; k < m; k++)
+        zfs_rec_put(recs[k]);
+    free(w);
+}
+
+/* Record i of remote store st is about to be read: find its reader among
+ * the store's streams, and ask for the next window when it is one that
+ * reads in order and has less than half a window fetched ahead. */
+static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
+{
+    struct window *w = NULL;
+    pthread_mutex_lock(&st->ahead_mu);
+    struct zfs_stream *s = NULL, *oldest = &st->streams[0];
+    for (int k = 0; k < REMOTE_STREAMS; k++) {
+        struct zfs_stream *c = &st->streams[k];
+        /* i + 1: the same record again (its lookup, then its read). */
+        if (c->used && (c->next == i || c->next == i + 1)) {
+            s = c;
+            break;
+        }
+        if (c->used < oldest->used)
+            oldest = c;
+    }
+    if (!s) {
+        /* A reader not seen before, or one that jumped: no window yet. */
+        *oldest = (struct zfs_stream){.next = i + 1, .until = i + 1, .used = ++st->stream_tick};
+        pthread_mutex_unlock(&st->ahead_mu);
+        return;
+    }
+    s->next = i + 1;
+    s->used = ++st->stream_tick;
+    if (s->until < i + 1 && !s->pending)
+        s->until = i + 1; /* it passed what was fetched */
+    if (!s->pending && s->until - (i + 1) <= REMOTE_WINDOW_RECORDS / 2 &&
+        s->until < zr_len(st->zs) && (w = malloc(sizeof *w))) {
+        *w = (struct window){.fs = fs, .st = st, .s = s, .first = s->until};
+        s->pending = true;
+    }
+    pthread_mutex_unlock(&st->ahead_mu);
+    if (w && !zr_workq_push(&remote_queue, &w->item)) {
+        /* No threads: the reader loads its records itself. */
+        pthread_mutex_lock(&st->ahead_mu);
+        s->pending = false;
+        pthread_mutex_unlock(&st->ahead_mu);
+        free(w);
+    }
+}
+
+int zfs_remote_ahead_start(void)
+{
+    return zr_workq_start(&remote_queue, REMOTE_THREADS, window_run, NULL);
+}
+
+void zfs_remote_ahead_stop(void)
+{
+    /* Windows asked for are fetched, so that none is left loading. */
+    zr_workq_stop(&remote_queue, true);
+}
+
+void zfs_remote_ahead_counts(uint64_t *windows, uint64_t *records, uint64_t *singles)
+{
+    *windows = atomic_load(&remote_windows);
+    *records = atomic_load(&remote_window_records);
+    *singles = atomic_load(&remote_singles);
 }
