@@ -104,6 +104,19 @@ static int slot_take(struct zfs_rec *r)
     return victim;
 }
 
+/* A handle holds r from now on: its slot is the first to go, so that
+ * the read-ahead's windows push out the records their readers have
+ * taken, not those they have yet to read (a handle keeps its own
+ * reference). Takes cache_mu. */
+static void slot_demote(const struct zfs_rec *r)
+{
+    pthread_mutex_lock(&cache_mu);
+    int k = slot_find(r->st, r->index, r->gen);
+    if (k >= 0 && slots[k] == r)
+        slot_used[k] = 0;
+    pthread_mutex_unlock(&cache_mu);
+}
+
 /* r, in slot k, has loaded (rc: 0 or a negative errno): tell its
  * waiters, and account for its bytes, dropping the least recently used
  * records while the cache holds more than CACHE_BYTES. Failures are not
@@ -445,6 +458,8 @@ int zfs_rec_hold(struct zfs_fs *fs, struct zfs_handle *h, struct zfs_rec **out)
     if (!hr->rec) {
         zfs_rec_ahead(fs, h->st, hr->index);
         rc = zfs_rec_get(fs, h->st, hr->index, &hr->rec);
+        if (rc == 0 && h->st->remote)
+            slot_demote(hr->rec);
     }
     if (rc == -ENOENT)
         rc = -ESTALE; /* deleted while open */
@@ -679,8 +694,9 @@ void zfs_ahead_stop(void)
 #define REMOTE_STREAMS 8
 #define REMOTE_WINDOW_RECORDS 16
 #define REMOTE_WINDOW_BYTES ((uint64_t)4 << 20)
-/* Windows fetched at once, across the stores of the mount. */
-#define REMOTE_THREADS 4
+/* Windows fetched at once, across the stores of the mount: one per
+ * reader a store follows. */
+#define REMOTE_THREADS 8
 
 struct window {
     struct zr_qitem item;
@@ -688,6 +704,11 @@ struct window {
     struct zfs_store *st;
     struct zfs_stream *s; /* the reader it is for */
     uint64_t first;
+    bool sized;           /* its records are counted and claimed */
+    /* Its records that were not cached, placeholders in slots ks. */
+    struct zfs_rec *recs[REMOTE_WINDOW_RECORDS];
+    int ks[REMOTE_WINDOW_RECORDS];
+    size_t m;
 };
 
 static struct zr_workq remote_queue = ZR_WORKQ_INIT;
@@ -695,7 +716,8 @@ static struct zr_workq remote_queue = ZR_WORKQ_INIT;
 /* The records [first, first + n) of a window, cut at REMOTE_WINDOW_BYTES
  * decoded bytes (at least one record). 0 when there is nothing to fetch
  * or their sizes cannot be read (the readers' own loads report why).
- * The caller holds st->lock shared. */
+ * The caller holds st->lock shared, or needs not: a remote store never
+ * changes. */
 static uint64_t window_size(struct zfs_store *st, uint64_t first)
 {
     uint64_t len = zr_len(st->zs);
@@ -726,7 +748,7 @@ static uint64_t window_size(struct zfs_store *st, uint64_t first)
  * then holds. The caller holds st->lock shared. */
 static int window_load(struct zfs_fs *fs, struct zfs_store *st, struct zfs_rec **recs, size_t n)
 {
-    uint64_t idx[REMOTE_WINDOW_RECORDS], sizes[REMOTE_WINDOW_RECORDS],
+    uint64_t idx[REMOTE_WINDOW_RECORDS] = {0}, sizes[REMOTE_WINDOW_RECORDS],
         offs[REMOTE_WINDOW_RECORDS];
     uint64_t total = 0;
     uint8_t *buf = NULL;
@@ -773,33 +795,19 @@ out:
     free(buf);
     if (zrc != 0) {
         /* One line for the window: its records' readers get the error. */
-        log_failure(st, idx[0], zr_last_error());
+        log_failure(st, recs[0]->index, zr_last_error());
         rc = -zfs_errno(zrc);
     }
     return rc;
 }
 
-/* Fetch window w: size it, tell its reader where it ends, put its
- * records not cached yet into the cache as loading, and load them. */
-static void window_run(void *arg, struct zr_qitem *it)
+/* Put records [w->first, w->first + n) not cached yet into the cache as
+ * loading, for window w to load: their readers wait for it from now on. */
+static void window_claim(struct window *w, uint64_t n)
 {
-    (void)arg;
-    struct window *w = ZR_WORKQ_ENTRY(it, struct window, item);
     struct zfs_store *st = w->st;
-    struct zfs_rec *recs[REMOTE_WINDOW_RECORDS];
-    int ks[REMOTE_WINDOW_RECORDS];
-    size_t m = 0;
-
-    pthread_rwlock_rdlock(&st->lock);
-    uint64_t n = window_size(st, w->first);
-    pthread_mutex_lock(&st->ahead_mu);
-    if (w->s->pending && w->s->until == w->first) {
-        w->s->until = w->first + n;
-        w->s->pending = false;
-    }
-    pthread_mutex_unlock(&st->ahead_mu);
-
     uint64_t gen = atomic_load(&st->gen);
+    w->sized = true;
     pthread_mutex_lock(&cache_mu);
     for (uint64_t i = w->first; i < w->first + n; i++) {
         if (slot_find(st, i, gen) >= 0)
@@ -811,23 +819,44 @@ static void window_run(void *arg, struct zr_qitem *it)
         r->index = i;
         r->gen = gen;
         atomic_store(&r->refs, 2); /* the slot's and this window's */
-        ks[m] = slot_take(r);
-        recs[m++] = r;
+        w->ks[w->m] = slot_take(r);
+        w->recs[w->m++] = r;
     }
     pthread_mutex_unlock(&cache_mu);
+}
 
-    int rc = m ? window_load(w->fs, st, recs, m) : 0;
-    if (m) {
+/* Fetch window w: size and claim it if its reader could not (Ragged:
+ * the sizes are in the record table, a GET away), tell the reader where
+ * it ends, and load its records. */
+static void window_run(void *arg, struct zr_qitem *it)
+{
+    (void)arg;
+    struct window *w = ZR_WORKQ_ENTRY(it, struct window, item);
+    struct zfs_store *st = w->st;
+
+    pthread_rwlock_rdlock(&st->lock);
+    if (!w->sized) {
+        uint64_t n = window_size(st, w->first);
+        pthread_mutex_lock(&st->ahead_mu);
+        if (w->s->pending && w->s->until == w->first) {
+            w->s->until = w->first + n;
+            w->s->pending = false;
+        }
+        pthread_mutex_unlock(&st->ahead_mu);
+        window_claim(w, n);
+    }
+    int rc = w->m ? window_load(w->fs, st, w->recs, w->m) : 0;
+    if (w->m) {
         atomic_fetch_add_explicit(&remote_windows, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&remote_window_records, m, memory_order_relaxed);
+        atomic_fetch_add_explicit(&remote_window_records, w->m, memory_order_relaxed);
     }
     pthread_mutex_lock(&cache_mu);
-    for (size_t k = 0; k < m; k++)
-        slot_ready(ks[k], recs[k], rc);
+    for (size_t k = 0; k < w->m; k++)
+        slot_ready(w->ks[k], w->recs[k], rc);
     pthread_mutex_unlock(&cache_mu);
     pthread_rwlock_unlock(&st->lock);
-    for (size_t k = 0; k < m; k++)
-        zfs_rec_put(recs[k]);
+    for (size_t k = 0; k < w->m; k++)
+        zfs_rec_put(w->recs[k]);
     free(w);
 }
 
@@ -860,17 +889,23 @@ static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     if (s->until < i + 1 && !s->pending)
         s->until = i + 1; /* it passed what was fetched */
     if (!s->pending && s->until - (i + 1) <= REMOTE_WINDOW_RECORDS / 2 &&
-        s->until < zr_len(st->zs) && (w = malloc(sizeof *w))) {
+        s->until < zr_len(st->zs) && (w = calloc(1, sizeof *w))) {
         *w = (struct window){.fs = fs, .st = st, .s = s, .first = s->until};
-        s->pending = true;
+        if (st->kind == ZR_DENSE) {
+            /* Sized by the width alone: claimed now, so that the
+             * reader, which may be there before a thread takes the
+             * window, waits for it instead of sending a GET of its own. */
+            uint64_t n = window_size(st, w->first);
+            s->until = w->first + n;
+            window_claim(w, n);
+        } else {
+            s->pending = true;
+        }
     }
     pthread_mutex_unlock(&st->ahead_mu);
     if (w && !zr_workq_push(&remote_queue, &w->item)) {
-        /* No threads: the reader loads its records itself. */
-        pthread_mutex_lock(&st->ahead_mu);
-        s->pending = false;
-        pthread_mutex_unlock(&st->ahead_mu);
-        free(w);
+        /* No threads: the reader fetches the window itself. */
+        window_run(NULL, &w->item);
     }
 }
 
