@@ -489,7 +489,7 @@ START_TEST(strerror_names_every_code)
                           strlen(text) > len + 2,
                       "zr_strerror(%d) is '%s'", codes[k].code, text);
     }
-    const int unknown[] = {1, -1, -17, -1000, -30699, -30717, 12345};
+    const int unknown[] = {1, -1, -17, -1000, -30699, -30718, 12345};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++) {
         const char *text = zr_strerror(unknown[k]);
         ck_assert_ptr_nonnull(text);
