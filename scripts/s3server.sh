@@ -229,6 +229,27 @@ start_failed() {
     log "start failed; the logs stay in $DIR (scripts/s3server.sh stop removes it)"
 }
 
+# The EXIT trap of a fresh start. A port picked at random that another
+# process took between the check and the bind (two starts at once, say)
+# ends the attempt with 75, and cmd_start tries other ports.
+on_start_exit() {
+    local status=$1
+    if [ "$status" = 0 ]; then
+        exit 0
+    fi
+    await_launching
+    if [ "$status" -ge 128 ]; then
+        stop_daemons
+    elif [ -z "${LOADERX_S3_PORT:-}${LOADERX_S3_MON_PORT:-}" ] && [ "$LAST_TRY" = 0 ] &&
+        grep -qs "Address already in use" "$DIR/log/client.rgw.log" "$DIR/log/mon.a.log"; then
+        stop_daemons
+        status=75
+    else
+        start_failed
+    fi
+    exit "$status"
+}
+
 # wait_for WHAT COMMAND...: run COMMAND every 0.2 s until it succeeds;
 # fail at the timeout or as soon as a daemon that was started has died.
 wait_for() {
@@ -249,6 +270,7 @@ wait_for() {
 start_daemon() {
     local name=$1 end
     shift
+    LAUNCHING=$name
     "$@" 2>>"$DIR/log/$name.stderr" || die "$name did not start"
     end=$(($(date +%s) + TIMEOUT))
     until pid_of "$name" >/dev/null; do
@@ -256,6 +278,19 @@ start_daemon() {
         sleep 0.1
     done
     STARTED="$STARTED $name"
+    LAUNCHING=""
+}
+
+# A daemon that forks at once (radosgw) leaves its launcher before writing
+# its PID file: a start stopped in between gives it 3 s to write it, so
+# that it is stopped too.
+await_launching() {
+    local i
+    [ -n "$LAUNCHING" ] || return 0
+    for ((i = 0; i < 30; i++)); do
+        pid_of "$LAUNCHING" >/dev/null && return 0
+        sleep 0.1
+    done
 }
 
 write_conf() {
@@ -350,7 +385,7 @@ random_hex() {
 }
 
 cmd_start() {
-    local tool osd_uuid admin
+    local tool
     for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptool uuidgen curl; do
         command -v "$tool" >/dev/null ||
             { echo "s3server: $tool is missing (bash scripts/deps.sh)" >&2; exit 1; }
@@ -362,20 +397,41 @@ cmd_start() {
         return 0
     fi
     [ ! -d "$DIR" ] || stop_daemons
+    local try rc child
+    for try in 1 2 3; do
+        LAST_TRY=$((try == 3))
+        # In a subshell, whose EXIT trap stops what it started, and in the
+        # background, so that a signal to this script reaches it at once.
+        (fresh_start) &
+        child=$!
+        trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' INT TERM HUP
+        rc=0
+        wait "$child" || rc=$?
+        trap - INT TERM HUP
+        [ "$rc" = 75 ] || break
+        log "a port was taken while the server started: again on other ports"
+    done
+    [ "$rc" = 0 ] || exit "$rc"
+    cat "$DIR/env"
+}
+
+fresh_start() {
+    local osd_uuid admin
     pick_ports
     rm -rf "$DIR"
     mkdir -p "$DIR"
     : >"$MARK"
     mkdir "$DIR"/{run,log,crash,keys,mon.a,osd.0,rgw}
     STARTED=""
-    trap 'status=$?; [ "$status" = 0 ] || start_failed; exit "$status"' EXIT
-    trap 'die "interrupted"' INT TERM HUP
+    LAUNCHING=""
+    trap 'on_start_exit $?' EXIT
+    trap 'log "interrupted"; exit 143' INT TERM HUP
     FSID=$(uuidgen)
     ACCESS_KEY=${LOADERX_S3_ACCESS_KEY:-$(random_hex 10 | tr a-f A-F)}
     SECRET_KEY=${LOADERX_S3_SECRET_KEY:-$(random_hex 20)}
     write_conf
     export CEPH_CONF=$CONF
-    admin="ceph --conf $CONF --connect-timeout 10"
+    admin=(ceph --conf "$CONF" --connect-timeout 10)
     log "ports: S3 $RGW_PORT, monitor $MON_PORT-$((MON_PORT + 1)), OSD $MSGR_PORT-$((MSGR_PORT + MSGR_PORTS - 1))"
 
     # Every key is made here and given to the monitor's first keyring, so
@@ -400,11 +456,11 @@ cmd_start() {
     ceph-mon --conf "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$k/mon.keyring" \
         2>>"$DIR/log/mon.a.stderr" || die "the monitor's mkfs failed"
     start_daemon mon.a ceph-mon --conf "$CONF" -i a
-    wait_for "monitor" $admin mon stat
+    wait_for "monitor" "${admin[@]}" mon stat
     log "monitor up"
 
     osd_uuid=$(uuidgen)
-    [ "$($admin osd new "$osd_uuid" 2>>"$DIR/log/admin.stderr")" = 0 ] || die "ceph osd new did not give osd.0"
+    [ "$("${admin[@]}" osd new "$osd_uuid" 2>>"$DIR/log/admin.stderr")" = 0 ] || die "ceph osd new did not give osd.0"
     ceph-osd --conf "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$DIR/log/osd.0.mkfs" 2>&1 ||
         die "the OSD's mkfs failed"
     start_daemon osd.0 ceph-osd --conf "$CONF" -i 0
@@ -421,7 +477,6 @@ cmd_start() {
     wait_for "signed request to succeed" s3_ok
     trap - EXIT INT TERM HUP
     log "S3 ready at http://127.0.0.1:$RGW_PORT ($DIR/env)"
-    cat "$DIR/env"
 }
 
 [ $# -eq 1 ] || usage
