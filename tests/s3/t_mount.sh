@@ -143,6 +143,48 @@ cmp -s "$m/7" "$local_m/big/ragged_zstd/7" || fail "record 7 of a store mounted 
 unmount_fs "$m" "$pid"
 ok "a prefix of stores shows folders, a store's prefix its records"
 
+# The server goes away under a mount (its requests pass through a
+# forwarder, which is stopped): a read fails with EIO within the S3
+# client's retries, never hangs, and the mount still unmounts cleanly.
+cat > "$tmp/forward.py" << 'EOF'
+import socket, sys, threading
+ls = socket.create_server(("127.0.0.1", 0))
+print(ls.getsockname()[1], flush=True)
+def pipe(a, b):
+    try:
+        while (d := a.recv(65536)):
+            b.sendall(d)
+    except OSError:
+        pass
+    for c in (a, b):
+        try:
+            c.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = ls.accept()
+    u = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+EOF
+$PY "$tmp/forward.py" "${AWS_ENDPOINT_URL##*:}" > "$tmp/fwd.port" &
+fwd=$!
+daemons="$daemons $fwd"
+for i in $(seq 100); do [ -s "$tmp/fwd.port" ] && break; sleep 0.05; done
+AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$tmp/fwd.port") mount_fs "$m" "$url/big/ragged_zstd"
+pid=$DAEMON
+cmp -s "$m/3" "$local_m/big/ragged_zstd/3" || fail "record 3 through the forwarder differs"
+kill "$fwd"
+wait "$fwd" 2> /dev/null || true
+forget_pid "$fwd"
+t0=$(date +%s)
+if cat "$m/200" > /dev/null 2> "$tmp/err"; then fail "a record read with the server gone"; fi
+grep -q "Input/output error" "$tmp/err" || fail "with the server gone: $(cat "$tmp/err")"
+if cat "$m/.stats" > /dev/null 2> "$tmp/err"; then :; fi
+[ $(($(date +%s) - t0)) -lt 60 ] || fail "reads with the server gone took $(($(date +%s) - t0)) s"
+unmount_fs "$m" "$pid"
+ok "the server gone: EIO after $(($(date +%s) - t0)) s, then a clean unmount"
+
 # Refusals, each with a message and no mount left behind.
 expect_refusal() {
     local what=$1 pattern=$2
