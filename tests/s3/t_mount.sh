@@ -7,10 +7,11 @@
 # index order, which the read-ahead fetches in windows, and in random
 # order), the same .stats and the same .gather batches. A prefix holding
 # several stores shows them as folders, and a prefix that is one store
-# shows its records. Refusals: -o rw, a wrong secret (the mount fails
-# with the server's refusal), a server that does not answer (fails, no
-# hang). Every mount unmounts cleanly. Needs root and /dev/fuse (skipped
-# otherwise) and run.sh's server.
+# shows its records; -o npy and -o noopen read as they do locally. A
+# server gone under a mount gives EIO, not a hang. Refusals: -o rw, a
+# wrong secret (the mount fails with the server's refusal), a server that
+# does not answer, a prefix without stores. Every mount unmounts cleanly.
+# Needs root and /dev/fuse (skipped otherwise) and run.sh's server.
 if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 > /dev/null; then
     echo "SKIP: mounting needs root, /dev/fuse and fusermount3"
     exit 77
@@ -128,6 +129,19 @@ line=$(grep "records read in" "$m.log") || fail "no read-ahead counts in the log
 windows=$(echo "$line" | sed -E 's/.* read in ([0-9]+) windows.*/\1/')
 [ "$windows" -gt 0 ] || fail "no window was fetched: $line"
 ok "unmounted; $line"
+
+# The options that change how records are served: -o npy (a header
+# before each record) and -o noopen (reads without a handle).
+for opt in npy noopen; do
+    mount_fs "$tmp/local_$opt" -o $opt "$tmp/tree/big"
+    lpid=$DAEMON
+    mount_fs "$m" -o $opt "$url/big"
+    pid=$DAEMON
+    diff -r "$m" "$tmp/local_$opt" > /dev/null || fail "-o $opt: the remote mount differs"
+    unmount_fs "$m" "$pid"
+    unmount_fs "$tmp/local_$opt" "$lpid"
+done
+ok "-o npy and -o noopen read as their local mounts"
 
 # A prefix holding stores one level down: one folder each.
 mount_fs "$m" "$url/big/"
