@@ -2,7 +2,7 @@
 # s3fs.sh: record files of a store in an object store read through
 # zrecordfs, against the same records stored one object per record read
 # through s3fs (Debian's s3fs-fuse), from the same S3 server with the same
-# readers: N records of SIZE bytes (random, incompressible), a raw store
+# readers: N records of SIZE bytes (random, incompressible), a store
 # made with zr import and uploaded as its files, and N objects
 # files/<i>. Each run mounts afresh (nothing cached in the kernel or
 # either daemon) and READERS threads read every file once, whole:
@@ -13,8 +13,10 @@
 # zrecordfs / s3fs in files/s, and what zrecordfs's read-ahead did (the
 # records its windows brought and those read alone).
 #
-# usage: bench/s3fs.sh [-n N] [-s SIZE] [-p READERS] [-r REPS]
-#   defaults: N 2000, SIZE 102400 (an ImageNet JPEG's mean), READERS 8, REPS 3
+# usage: bench/s3fs.sh [-n N] [-s SIZE] [-p READERS] [-r REPS] [-c CODEC]
+#   defaults: N 2000, SIZE 102400 (an ImageNet JPEG's mean), READERS 8,
+#   REPS 3, CODEC raw (zstd: the store compressed, which the random bytes
+#   are not, so a record costs its table entry's GET as well)
 #
 # The server: the AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 # and AWS_REGION of a running one (`. $LOADERX_S3_DIR/env` after
@@ -25,13 +27,14 @@
 # and boto3.
 set -euo pipefail
 
-n=2000 size=102400 readers=8 reps=3
-while getopts n:s:p:r: o; do
+n=2000 size=102400 readers=8 reps=3 codec=raw
+while getopts n:s:p:r:c: o; do
     case $o in
     n) n=$OPTARG ;;
     s) size=$OPTARG ;;
     p) readers=$OPTARG ;;
     r) reps=$OPTARG ;;
+    c) codec=$OPTARG ;;
     *) sed -n 's/^# \{0,1\}//;/^usage/,/^$/p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -89,7 +92,7 @@ import numpy as np
 n, size = int(sys.argv[2]), int(sys.argv[3])
 np.save(sys.argv[1], np.random.default_rng(28).integers(0, 256, size=(n, size), dtype=np.uint8))
 EOF
-"$ZR" import "$tmp/store" "$tmp/data.npy" --codec raw -q
+"$ZR" import "$tmp/store" "$tmp/data.npy" --codec "$codec" -q
 uploaded=1
 $PY - "$tmp/data.npy" "$tmp/store" << 'EOF'
 import os, sys
@@ -195,7 +198,7 @@ for rep in $(seq "$reps"); do
     done
 done
 
-echo "N=$n records of $size bytes, $readers readers, best of $reps fresh mounts, $(nproc) CPUs"
+echo "N=$n records of $size bytes, a $codec store, $readers readers, best of $reps fresh mounts, $(nproc) CPUs"
 echo
 echo "| order | zrecordfs s | zrecordfs MB/s | zrecordfs files/s | s3fs s | s3fs MB/s | s3fs files/s | ratio | zrecordfs read-ahead |"
 echo "|---|---|---|---|---|---|---|---|---|"
