@@ -313,6 +313,13 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
             pthread_cond_wait(&cache_cv, &cache_mu);
         rc = r->err;
         pthread_mutex_unlock(&cache_mu);
+        if (rc == -EAGAIN) {
+            /* A remote read-ahead window that could not hold it has
+             * left it to its reader (and left its slot). */
+            pthread_rwlock_unlock(&st->lock);
+            zfs_rec_put(r);
+            return zfs_rec_get(fs, st, i, out);
+        }
     } else if (!(r = calloc(1, sizeof *r))) {
         pthread_mutex_unlock(&cache_mu);
         rc = -ENOMEM;
@@ -680,9 +687,13 @@ void zfs_ahead_stop(void)
  * ranged GET of the adjacent stored bytes (lib/remote.c merges them),
  * decoded into the cache of records above. The records of a window wait
  * in the cache as loading from the moment it is asked for, so their
- * readers wait for it instead of sending GETs of their own. The next
- * window is asked for when the reader has less than half a window left,
- * so that a steady reader finds its records fetched.
+ * readers wait for it instead of sending GETs of their own. A Dense
+ * window's size is known then; a Ragged one claims REMOTE_WINDOW_RECORDS
+ * and, once its thread has read their sizes (one request for their
+ * table entries), gives back those past REMOTE_WINDOW_BYTES, whose
+ * readers then load them alone. The next window is asked for when the
+ * reader has less than half a window left, so that a steady reader
+ * finds its records fetched.
  *
  * Several readers may read one store at once (cp of several folders, a
  * parallel copy), each in order: each store keeps up to REMOTE_STREAMS
@@ -703,9 +714,8 @@ struct window {
     struct zfs_fs *fs;
     struct zfs_store *st;
     struct zfs_stream *s; /* the reader it is for */
-    uint64_t first;
-    bool sized;           /* its records are counted and claimed */
-    /* Its records that were not cached, placeholders in slots ks. */
+    uint64_t first, n;    /* records [first, first + n) */
+    /* Those not cached when it was asked for, placeholders in slots ks. */
     struct zfs_rec *recs[REMOTE_WINDOW_RECORDS];
     int ks[REMOTE_WINDOW_RECORDS];
     size_t m;
@@ -713,46 +723,47 @@ struct window {
 
 static struct zr_workq remote_queue = ZR_WORKQ_INIT;
 
-/* The records [first, first + n) of a window, cut at REMOTE_WINDOW_BYTES
- * decoded bytes (at least one record). 0 when there is nothing to fetch
- * or their sizes cannot be read (the readers' own loads report why).
- * The caller holds st->lock shared, or needs not: a remote store never
- * changes. */
-static uint64_t window_size(struct zfs_store *st, uint64_t first)
+/* Put records [w->first, w->first + w->n) not cached yet into the cache
+ * as loading, for window w to load: their readers wait for it from now
+ * on. */
+static void window_claim(struct window *w)
 {
-    uint64_t len = zr_len(st->zs);
-    if (first >= len)
-        return 0;
-    uint64_t n = len - first < REMOTE_WINDOW_RECORDS ? len - first : REMOTE_WINDOW_RECORDS;
-    if (st->kind == ZR_DENSE) {
-        uint64_t w = st->width ? st->width : 1;
-        uint64_t fit = REMOTE_WINDOW_BYTES / w;
-        return n < fit ? n : (fit ? fit : 1);
+    struct zfs_store *st = w->st;
+    uint64_t gen = atomic_load(&st->gen);
+    pthread_mutex_lock(&cache_mu);
+    for (uint64_t i = w->first; i < w->first + w->n; i++) {
+        if (slot_find(st, i, gen) >= 0)
+            continue; /* a reader's own load got there first */
+        struct zfs_rec *r = calloc(1, sizeof *r);
+        if (!r)
+            break;
+        r->st = st;
+        r->index = i;
+        r->gen = gen;
+        atomic_store(&r->refs, 2); /* the slot's and this window's */
+        w->ks[w->m] = slot_take(r);
+        w->recs[w->m++] = r;
     }
-    uint64_t idx[REMOTE_WINDOW_RECORDS], sizes[REMOTE_WINDOW_RECORDS], bytes = 0;
-    for (uint64_t k = 0; k < n; k++)
-        idx[k] = first + k;
-    if (zr_ragged_sizes(st->zs, idx, (size_t)n, sizes) != 0)
-        return 0;
-    for (uint64_t k = 0; k < n; k++) {
-        bytes += sizes[k];
-        if (bytes > REMOTE_WINDOW_BYTES && k > 0)
-            return k;
-    }
-    return n;
+    pthread_mutex_unlock(&cache_mu);
 }
 
-/* Gather the records recs[0..n) (placeholders in the cache, ready
- * false) with one call, each copied into a buffer of its own, and mark
- * them ready. Returns 0 or a negative errno, which every one of them
- * then holds. The caller holds st->lock shared. */
-static int window_load(struct zfs_fs *fs, struct zfs_store *st, struct zfs_rec **recs, size_t n)
+/* Gather the first records of w->recs that fit REMOTE_WINDOW_BYTES
+ * (a Dense window was cut to fit when asked for; a Ragged one is cut
+ * here, its sizes being in the record table) with one call, each copied
+ * into a buffer of its own. Sets *loaded to how many were; the rest
+ * are left to their readers. Returns 0 or a negative errno for the
+ * records loaded. The caller holds st->lock shared. */
+static int window_load(struct window *w, size_t *loaded)
 {
+    struct zfs_store *st = w->st;
+    struct zfs_rec **recs = w->recs;
+    size_t n = w->m;
     uint64_t idx[REMOTE_WINDOW_RECORDS] = {0}, sizes[REMOTE_WINDOW_RECORDS],
         offs[REMOTE_WINDOW_RECORDS];
     uint64_t total = 0;
     uint8_t *buf = NULL;
     int zrc = 0, rc = 0;
+    *loaded = n;
     for (size_t k = 0; k < n; k++)
         idx[k] = recs[k]->index;
     if (st->kind == ZR_DENSE) {
@@ -765,6 +776,10 @@ static int window_load(struct zfs_fs *fs, struct zfs_store *st, struct zfs_rec *
         if ((zrc = zr_ragged_sizes(st->zs, idx, n, sizes)) != 0)
             goto out;
         for (size_t k = 0; k < n; k++) {
+            if (k > 0 && total + sizes[k] > REMOTE_WINDOW_BYTES) {
+                *loaded = n = k;
+                break;
+            }
             offs[k] = total;
             total += (sizes[k] + 7) & ~(uint64_t)7;
         }
@@ -788,71 +803,45 @@ static int window_load(struct zfs_fs *fs, struct zfs_store *st, struct zfs_rec *
             r->hdr_len = st->dense_hdr_len;
             memcpy(r->hdr, st->dense_hdr, st->dense_hdr_len);
         } else {
-            rc = describe_ragged(fs, r, r->buf, sizes[k]);
+            rc = describe_ragged(w->fs, r, r->buf, sizes[k]);
         }
     }
 out:
     free(buf);
     if (zrc != 0) {
         /* One line for the window: its records' readers get the error. */
-        log_failure(st, recs[0]->index, zr_last_error());
+        log_failure(st, idx[0], zr_last_error());
         rc = -zfs_errno(zrc);
     }
     return rc;
 }
 
-/* Put records [w->first, w->first + n) not cached yet into the cache as
- * loading, for window w to load: their readers wait for it from now on. */
-static void window_claim(struct window *w, uint64_t n)
-{
-    struct zfs_store *st = w->st;
-    uint64_t gen = atomic_load(&st->gen);
-    w->sized = true;
-    pthread_mutex_lock(&cache_mu);
-    for (uint64_t i = w->first; i < w->first + n; i++) {
-        if (slot_find(st, i, gen) >= 0)
-            continue; /* a reader's own load got there first */
-        struct zfs_rec *r = calloc(1, sizeof *r);
-        if (!r)
-            break;
-        r->st = st;
-        r->index = i;
-        r->gen = gen;
-        atomic_store(&r->refs, 2); /* the slot's and this window's */
-        w->ks[w->m] = slot_take(r);
-        w->recs[w->m++] = r;
-    }
-    pthread_mutex_unlock(&cache_mu);
-}
-
-/* Fetch window w: size and claim it if its reader could not (Ragged:
- * the sizes are in the record table, a GET away), tell the reader where
- * it ends, and load its records. */
+/* Fetch window w and tell its reader where it ended. Its records past
+ * what fitted are withdrawn: their readers, woken with -EAGAIN, load
+ * them themselves (zfs_rec_get). */
 static void window_run(void *arg, struct zr_qitem *it)
 {
     (void)arg;
     struct window *w = ZR_WORKQ_ENTRY(it, struct window, item);
     struct zfs_store *st = w->st;
+    size_t loaded = 0;
 
     pthread_rwlock_rdlock(&st->lock);
-    if (!w->sized) {
-        uint64_t n = window_size(st, w->first);
-        pthread_mutex_lock(&st->ahead_mu);
-        if (w->s->pending && w->s->until == w->first) {
-            w->s->until = w->first + n;
-            w->s->pending = false;
-        }
-        pthread_mutex_unlock(&st->ahead_mu);
-        window_claim(w, n);
+    int rc = w->m ? window_load(w, &loaded) : 0;
+    pthread_mutex_lock(&st->ahead_mu);
+    if (w->s->pending && w->s->until == w->first + w->n) {
+        if (loaded < w->m)
+            w->s->until = w->recs[loaded]->index;
+        w->s->pending = false;
     }
-    int rc = w->m ? window_load(w->fs, st, w->recs, w->m) : 0;
-    if (w->m) {
+    pthread_mutex_unlock(&st->ahead_mu);
+    if (loaded) {
         atomic_fetch_add_explicit(&remote_windows, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&remote_window_records, w->m, memory_order_relaxed);
+        atomic_fetch_add_explicit(&remote_window_records, loaded, memory_order_relaxed);
     }
     pthread_mutex_lock(&cache_mu);
     for (size_t k = 0; k < w->m; k++)
-        slot_ready(w->ks[k], w->recs[k], rc);
+        slot_ready(w->ks[k], w->recs[k], k < loaded ? rc : -EAGAIN);
     pthread_mutex_unlock(&cache_mu);
     pthread_rwlock_unlock(&st->lock);
     for (size_t k = 0; k < w->m; k++)
@@ -866,6 +855,7 @@ static void window_run(void *arg, struct zr_qitem *it)
 static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
 {
     struct window *w = NULL;
+    uint64_t len = zr_len(st->zs);
     pthread_mutex_lock(&st->ahead_mu);
     struct zfs_stream *s = NULL, *oldest = &st->streams[0];
     for (int k = 0; k < REMOTE_STREAMS; k++) {
@@ -888,19 +878,23 @@ static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     s->used = ++st->stream_tick;
     if (s->until < i + 1 && !s->pending)
         s->until = i + 1; /* it passed what was fetched */
-    if (!s->pending && s->until - (i + 1) <= REMOTE_WINDOW_RECORDS / 2 &&
-        s->until < zr_len(st->zs) && (w = calloc(1, sizeof *w))) {
-        *w = (struct window){.fs = fs, .st = st, .s = s, .first = s->until};
+    if (!s->pending && s->until - (i + 1) <= REMOTE_WINDOW_RECORDS / 2 && s->until < len &&
+        (w = calloc(1, sizeof *w))) {
+        /* Claimed now, so that the reader, which may be there before a
+         * thread takes the window, waits for it instead of sending
+         * GETs of its own. A Dense window is sized by the width alone;
+         * a Ragged one takes as many records as it may hold, and is cut
+         * to REMOTE_WINDOW_BYTES once their sizes are read. */
+        uint64_t n = len - s->until < REMOTE_WINDOW_RECORDS ? len - s->until
+                                                             : REMOTE_WINDOW_RECORDS;
         if (st->kind == ZR_DENSE) {
-            /* Sized by the width alone: claimed now, so that the
-             * reader, which may be there before a thread takes the
-             * window, waits for it instead of sending a GET of its own. */
-            uint64_t n = window_size(st, w->first);
-            s->until = w->first + n;
-            window_claim(w, n);
-        } else {
-            s->pending = true;
+            uint64_t fit = REMOTE_WINDOW_BYTES / (st->width ? st->width : 1);
+            n = n < fit ? n : (fit ? fit : 1);
         }
+        *w = (struct window){.fs = fs, .st = st, .s = s, .first = s->until, .n = n};
+        s->until += n;
+        s->pending = st->kind != ZR_DENSE;
+        window_claim(w);
     }
     pthread_mutex_unlock(&st->ahead_mu);
     if (w && !zr_workq_push(&remote_queue, &w->item)) {

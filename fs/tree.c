@@ -32,6 +32,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,11 +264,19 @@ static int list_prefixes(const char *url, int depth, char ***names, size_t *coun
                 url, zr_last_error(), zr_strerror(rc));
         return depth == 0 ? -1 : 0;
     }
-    /* Copied, so that both kinds of listing are freed alike. */
+    /* Copied, so that both kinds of listing are freed alike. Keys may
+     * hold what no file name can: "." and ".." and names longer than
+     * NAME_MAX are not shown. */
     char **out = n ? calloc(n, sizeof *out) : NULL;
+    size_t kept = 0;
     for (size_t k = 0; out && k < n; k++) {
-        if (!(out[k] = strdup(got[k]))) {
-            for (size_t j = 0; j < k; j++)
+        if (strcmp(got[k], ".") == 0 || strcmp(got[k], "..") == 0 || strlen(got[k]) > NAME_MAX) {
+            fprintf(stderr, "zrecordfs: skipping %s/%s: not a possible folder name\n", url,
+                    got[k]);
+            continue;
+        }
+        if (!(out[kept++] = strdup(got[k]))) {
+            for (size_t j = 0; j < kept; j++)
                 free(out[j]);
             free(out);
             out = NULL;
@@ -278,10 +287,10 @@ static int list_prefixes(const char *url, int depth, char ***names, size_t *coun
         fprintf(stderr, "zrecordfs: out of memory\n");
         return -1;
     }
-    if (n > 1)
-        qsort(out, n, sizeof *out, cmp_names);
+    if (kept > 1)
+        qsort(out, kept, sizeof *out, cmp_names);
     *names = out;
-    *count = n;
+    *count = kept;
     return 0;
 }
 
