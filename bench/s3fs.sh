@@ -13,10 +13,12 @@
 # zrecordfs / s3fs in files/s, and what zrecordfs's read-ahead did (the
 # records its windows brought and those read alone).
 #
-# usage: bench/s3fs.sh [-n N] [-s SIZE] [-p READERS] [-r REPS] [-c CODEC]
+# usage: bench/s3fs.sh [-n N] [-s SIZE] [-p READERS] [-r REPS] [-c CODEC] [-k KIND]
 #   defaults: N 2000, SIZE 102400 (an ImageNet JPEG's mean), READERS 8,
 #   REPS 3, CODEC raw (zstd: the store compressed, which the random bytes
-#   are not, so a record costs its table entry's GET as well)
+#   are not, so a record costs its table entry's GET as well), KIND dense
+#   (ragged: a store of files, as `zr import --files` makes of a folder of
+#   JPEGs, whose record sizes are in its record table)
 #
 # The server: the AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 # and AWS_REGION of a running one (`. $LOADERX_S3_DIR/env` after
@@ -27,14 +29,15 @@
 # and boto3.
 set -euo pipefail
 
-n=2000 size=102400 readers=8 reps=3 codec=raw
-while getopts n:s:p:r:c: o; do
+n=2000 size=102400 readers=8 reps=3 codec=raw kind=dense
+while getopts n:s:p:r:c:k: o; do
     case $o in
     n) n=$OPTARG ;;
     s) size=$OPTARG ;;
     p) readers=$OPTARG ;;
     r) reps=$OPTARG ;;
     c) codec=$OPTARG ;;
+    k) kind=$OPTARG ;;
     *) sed -n 's/^# \{0,1\}//;/^usage/,/^$/p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -86,13 +89,23 @@ prefix=s3fs-bench-$$
 export bucket prefix
 
 # The records, the store, and both uploads (boto3, 16 PUTs in flight).
-$PY - "$tmp/data.npy" "$n" "$size" << 'EOF'
-import sys
+$PY - "$tmp/data.npy" "$n" "$size" "$kind" "$tmp/files" << 'EOF'
+import os, sys
 import numpy as np
 n, size = int(sys.argv[2]), int(sys.argv[3])
-np.save(sys.argv[1], np.random.default_rng(28).integers(0, 256, size=(n, size), dtype=np.uint8))
+a = np.random.default_rng(28).integers(0, 256, size=(n, size), dtype=np.uint8)
+np.save(sys.argv[1], a)
+if sys.argv[4] == "ragged":
+    os.mkdir(sys.argv[5])
+    for i in range(n):
+        with open(os.path.join(sys.argv[5], "%08d" % i), "wb") as f:
+            f.write(a[i].tobytes())
 EOF
-"$ZR" import "$tmp/store" "$tmp/data.npy" --codec "$codec" -q
+case $kind in
+dense) "$ZR" import "$tmp/store" "$tmp/data.npy" --codec "$codec" -q ;;
+ragged) "$ZR" import "$tmp/store" --files "$tmp/files" --codec "$codec" -q ;;
+*) echo "s3fs.sh: -k dense or -k ragged" >&2; exit 2 ;;
+esac
 uploaded=1
 $PY - "$tmp/data.npy" "$tmp/store" << 'EOF'
 import os, sys
@@ -198,7 +211,7 @@ for rep in $(seq "$reps"); do
     done
 done
 
-echo "N=$n records of $size bytes, a $codec store, $readers readers, best of $reps fresh mounts, $(nproc) CPUs"
+echo "N=$n records of $size bytes, a $kind $codec store, $readers readers, best of $reps fresh mounts, $(nproc) CPUs"
 echo
 echo "| order | zrecordfs s | zrecordfs MB/s | zrecordfs files/s | s3fs s | s3fs MB/s | s3fs files/s | ratio | zrecordfs read-ahead |"
 echo "|---|---|---|---|---|---|---|---|---|"
