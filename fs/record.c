@@ -192,6 +192,81 @@ void zfs_sizes_free(struct zfs_sizes *z)
     z->npages = 0;
 }
 
+/* Records whose stored sizes one request fetches (remote Ragged). */
+#define STORED_BLOCK 512
+
+void zfs_stored_free(struct zfs_stored *z)
+{
+    for (size_t p = 0; z->pages && p < z->npages; p++)
+        free(atomic_load(&z->pages[p]));
+    free(z->pages);
+    z->pages = NULL;
+    z->npages = 0;
+}
+
+/* The page of z holding record i, allocated if it must be; NULL when
+ * out of memory (then the sizes are fetched but not kept). */
+static _Atomic uint32_t *stored_page(struct zfs_stored *z, uint64_t i)
+{
+    uint64_t p = i / ZFS_SIZES_PAGE;
+    if (p >= z->npages)
+        return NULL;
+    _Atomic uint32_t *page = atomic_load_explicit(&z->pages[p], memory_order_acquire);
+    if (!page) {
+        _Atomic uint32_t *fresh = calloc(ZFS_SIZES_PAGE, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        _Atomic uint32_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&z->pages[p], &expected, fresh)) {
+            page = fresh;
+        } else {
+            free(fresh);
+            page = expected;
+        }
+    }
+    return page;
+}
+
+/* The stored sizes of records idx[0..n) of a Ragged store, as
+ * zr_ragged_sizes gives them. A remote store's are taken from
+ * st->stored, and the blocks of STORED_BLOCK records not there yet are
+ * fetched whole (a request each): a random reader's record then costs
+ * the requests of its gather alone, and a sequential one's sizes come a
+ * block at a time. The caller holds st->lock shared. */
+static int ragged_sizes(struct zfs_store *st, const uint64_t *idx, size_t n, uint64_t *sizes)
+{
+    if (!st->remote || !st->stored.pages)
+        return zr_ragged_sizes(st->zs, idx, n, sizes);
+    uint64_t len = zr_len(st->zs);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t i = idx[k];
+        if (i >= len)
+            return zr_ragged_sizes(st->zs, idx, n, sizes); /* it says why */
+        _Atomic uint32_t *page = stored_page(&st->stored, i);
+        uint32_t v = page ? atomic_load_explicit(&page[i % ZFS_SIZES_PAGE],
+                                                 memory_order_relaxed) : 0;
+        if (v != 0) {
+            sizes[k] = v;
+            continue;
+        }
+        uint64_t b0 = i - i % STORED_BLOCK;
+        uint64_t bn = len - b0 < STORED_BLOCK ? len - b0 : STORED_BLOCK;
+        uint64_t bidx[STORED_BLOCK], bsz[STORED_BLOCK];
+        for (uint64_t j = 0; j < bn; j++)
+            bidx[j] = b0 + j;
+        int zrc = zr_ragged_sizes(st->zs, bidx, (size_t)bn, bsz);
+        if (zrc != 0)
+            return zrc;
+        /* A block never straddles a page: STORED_BLOCK divides it. */
+        for (uint64_t j = 0; page && j < bn; j++)
+            if (bsz[j] > 0 && bsz[j] <= UINT32_MAX)
+                atomic_store_explicit(&page[(b0 + j) % ZFS_SIZES_PAGE], (uint32_t)bsz[j],
+                                      memory_order_relaxed);
+        sizes[k] = bsz[i - b0];
+    }
+    return 0;
+}
+
 static void log_failure(struct zfs_store *st, uint64_t i, const char *msg)
 {
     unsigned k = atomic_fetch_add(&st->nfailures, 1);
@@ -279,7 +354,7 @@ static int load(struct zfs_fs *fs, struct zfs_rec *r)
     }
     uint64_t size;
     const uint64_t zero = 0;
-    rc = zr_ragged_sizes(st->zs, &i, 1, &size);
+    rc = ragged_sizes(st, &i, 1, &size);
     if (rc != 0)
         goto fail;
     if (size > SIZE_MAX || !(r->buf = malloc(size)))
@@ -773,7 +848,7 @@ static int window_load(struct window *w, size_t *loaded)
         }
         total = n * st->width;
     } else {
-        if ((zrc = zr_ragged_sizes(st->zs, idx, n, sizes)) != 0)
+        if ((zrc = ragged_sizes(st, idx, n, sizes)) != 0)
             goto out;
         for (size_t k = 0; k < n; k++) {
             if (k > 0 && total + sizes[k] > REMOTE_WINDOW_BYTES) {
@@ -860,8 +935,14 @@ static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
     struct zfs_stream *s = NULL, *oldest = &st->streams[0];
     for (int k = 0; k < REMOTE_STREAMS; k++) {
         struct zfs_stream *c = &st->streams[k];
-        /* i + 1: the same record again (its lookup, then its read). */
-        if (c->used && (c->next == i || c->next == i + 1)) {
+        if (c->used && c->next == i + 1) {
+            /* The same record again (a Ragged record's lookup, then
+             * its read): no step forward. */
+            c->used = ++st->stream_tick;
+            pthread_mutex_unlock(&st->ahead_mu);
+            return;
+        }
+        if (c->used && c->next == i) {
             s = c;
             break;
         }

@@ -35,6 +35,7 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
  * decoded records of st. */
 void zfs_rec_store_changed(struct zfs_store *st);
 void zfs_sizes_free(struct zfs_sizes *z);
+void zfs_stored_free(struct zfs_stored *z);
 void zfs_rec_cache_clear(void);
 /* A reader is about to read record i of st: when it read record i - 1
  * just before, have the read-ahead thread decode record i + 1 into the

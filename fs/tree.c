@@ -84,6 +84,7 @@ static void free_store(struct zfs_store *st)
         return;
     zr_close(st->zs);
     zfs_sizes_free(&st->sizes);
+    zfs_stored_free(&st->stored);
     pthread_rwlock_destroy(&st->lock);
     pthread_mutex_destroy(&st->ctl_mu);
     pthread_mutex_destroy(&st->gsize_mu);
@@ -174,7 +175,11 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos, bool fata
         if (st->kind == ZR_RAGGED && n > 0) {
             st->sizes.npages = (size_t)((n + ZFS_SIZES_PAGE - 1) / ZFS_SIZES_PAGE);
             st->sizes.pages = calloc(st->sizes.npages, sizeof *st->sizes.pages);
-            if (!st->sizes.pages) {
+            if (st->remote) {
+                st->stored.npages = st->sizes.npages;
+                st->stored.pages = calloc(st->stored.npages, sizeof *st->stored.pages);
+            }
+            if (!st->sizes.pages || (st->remote && !st->stored.pages)) {
                 fprintf(stderr, "zrecordfs: out of memory\n");
                 free_store(st);
                 return -1;

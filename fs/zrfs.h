@@ -86,6 +86,18 @@ struct zfs_sizes {
     size_t npages;
 };
 
+/*
+ * The stored sizes of a remote Ragged store's records (record.c), which
+ * its record table holds a GET away: fetched for 512 records at a time
+ * (one request of 8 KiB of entries) and kept, one 32-bit word per record
+ * (0: not fetched yet), in pages of ZFS_SIZES_PAGE records allocated when
+ * first touched.
+ */
+struct zfs_stored {
+    _Atomic(_Atomic uint32_t *) *pages;
+    size_t npages;
+};
+
 /* One store shown as a folder. */
 struct zfs_store {
     char *path;              /* absolute path of the store folder */
@@ -112,6 +124,7 @@ struct zfs_store {
      * never served after it. */
     _Atomic uint64_t gen;
     struct zfs_sizes sizes;
+    struct zfs_stored stored; /* remote Ragged stores only */
     /* One past the record a reader last asked to load (0: none yet): a
      * read of the record after it starts the read-ahead (record.c). */
     _Atomic uint64_t next_read;
