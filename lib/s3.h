@@ -20,8 +20,13 @@
 #include <stdint.h>
 
 /* A client: its endpoint, credentials and kept-alive connections. Safe to
- * use from several threads at once; each call makes its own transfers
- * and shares the client's connections. */
+ * use from several threads at once: each call takes a session (a set of
+ * connections) from the client's pool and gives it back, so that later
+ * calls reuse its connections; concurrent calls use different sessions.
+ * LOADERX_S3_CONNECTIONS (default 32) is the transfers a batch keeps in
+ * flight by default; LOADERX_S3_TIMEOUT (seconds, default 10) how long a
+ * transfer may stall before it is retried, a connection attempt taking
+ * half of it. */
 struct zr_s3;
 
 /* Whether path is an s3:// address. */
@@ -33,6 +38,7 @@ bool zr_s3_is_url(const char *path);
  * AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE,
  * AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE) but sends nothing. */
 int zr_s3_open(struct zr_s3 **out, const char *url);
+/* Close a client (NULL is fine) once none of its calls is running. */
 void zr_s3_close(struct zr_s3 *c);
 
 /* The address the client was made for, normalised ("s3://b/p"), for
@@ -98,9 +104,10 @@ int zr_s3_get_ranges(struct zr_s3 *c, struct zr_s3_range *r, size_t n, unsigned 
                      zr_s3_range_fn done, void *arg);
 
 /* Upload size bytes of the open file fd (from offset 0) as object name:
- * one PUT below the multipart threshold, else a multipart upload whose
- * parts go up to `inflight` at once (0: the default); a failed multipart
- * upload is aborted. */
+ * one PUT up to 16 MiB, else a multipart upload of 16 MiB parts (larger
+ * past 10000 parts), read with pread and sent up to `inflight` at once
+ * (0: 8, or the client's default if lower); a failed multipart upload is
+ * aborted. A file shorter than size is ZR_EIO. */
 int zr_s3_put_file(struct zr_s3 *c, const char *name, int fd, uint64_t size,
                    unsigned inflight);
 
