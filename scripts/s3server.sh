@@ -26,11 +26,12 @@
 #                           by a fresh start and by stop
 #   LOADERX_S3_PORT         radosgw's HTTP port
 #   LOADERX_S3_MON_PORT     the monitor's msgr2 port; msgr1 takes the next
-#   LOADERX_S3_MSGR_PORT    first of the 24 ports the OSD's messengers take
+#   LOADERX_S3_MSGR_PORT    first of the 24 ports the OSD's messengers take.
 #                           Unset ports are picked at random among free ones
 #                           below the ephemeral range, so that two servers
-#                           (a developer's and make check's) do not collide;
-#                           a port given and busy is refused.
+#                           (a developer's and make check's) do not collide,
+#                           and picked again if taken before the daemons
+#                           bind; a port given and busy is refused.
 #   LOADERX_S3_STORE_BYTES  memstore capacity (default 4 GiB); the OSD holds
 #                           about 2.5 times the bytes stored in RAM. Past
 #                           it, PUTs hang (Ceph makes clients of a full

@@ -12,6 +12,7 @@ make -j"$(nproc)" check || status=$?
 echo "== Check summaries =="
 grep -h -E '^[0-9]+%: Checks:' tests/*.log || true
 grep -h -E '[0-9]+ (passed|failed)' python/tests/*.log 2>/dev/null || true
+grep -h -E '^(S3 tests:|SKIP:)' tests/s3/run.sh.log 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
     echo "== Logs of failed tests =="
     for t in $(grep -l -E '^:test-result: (FAIL|ERROR)' $(find . -name '*.trs' -not -path './loaderx-*') 2>/dev/null); do
