@@ -116,6 +116,11 @@ int zfs_file_attr(struct zfs_fs *fs, struct zfs_store *st, uint64_t slot, bool m
     switch (slot) {
     case ZFS_CTL_STATS:
         a->st_mode = S_IFREG | 0444;
+        /* A remote store's stats read its whole record table, a
+         * request per 64 Ki records: not for a listing (readdirplus),
+         * only for a reader of the file. */
+        if (!may_decode && st->remote)
+            return -EAGAIN;
         rc = zfs_stats_size(fs, st, &size);
         stored = size;
         break;

@@ -39,8 +39,13 @@
 #include "fs/record.h"
 #include "lib/workq.h"
 
-/* Decoded records kept for requests without a handle. */
-#define CACHE_SLOTS 16
+/* Decoded records kept for requests without a handle, and the records a
+ * remote store's read-ahead fetched (at most REMOTE_STREAMS readers with
+ * two windows each in flight). */
+#define CACHE_SLOTS 256
+/* What they may hold at most, in decoded bytes: past it the least
+ * recently used are dropped. */
+#define CACHE_BYTES ((uint64_t)128 << 20)
 /* Records larger than this are handed to their reader but not cached. */
 #define CACHE_MAX_RECORD ((uint64_t)64 << 20)
 /* Decode failures logged per store; later ones only give EIO. */
@@ -51,6 +56,95 @@ static pthread_cond_t cache_cv = PTHREAD_COND_INITIALIZER;
 static struct zfs_rec *slots[CACHE_SLOTS];
 static uint64_t slot_used[CACHE_SLOTS];
 static uint64_t cache_tick;
+/* The bytes of the ready records in slots (each counts r->cost). */
+static uint64_t cache_bytes;
+
+/* The slot of record i of st as of gen, or -1. Under cache_mu. */
+static int slot_find(const struct zfs_store *st, uint64_t i, uint64_t gen)
+{
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        const struct zfs_rec *c = slots[k];
+        if (c && c->st == st && c->index == i && c->gen == gen)
+            return k;
+    }
+    return -1;
+}
+
+/* Empty slot k, dropping the slot's reference. Under cache_mu: the
+ * reference dropped is never the last one of a record being loaded
+ * (its loader holds one), and freeing a loaded one there is short. */
+static void slot_drop(int k)
+{
+    struct zfs_rec *r = slots[k];
+    if (!r)
+        return;
+    cache_bytes -= r->cost;
+    r->cost = 0;
+    slots[k] = NULL;
+    slot_used[k] = 0;
+    zfs_rec_put(r);
+}
+
+/* Put r, which holds a reference for the slot, into the empty or least
+ * recently used slot. Returns the slot. Under cache_mu. */
+static int slot_take(struct zfs_rec *r)
+{
+    int victim = 0;
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        if (!slots[k]) {
+            victim = k;
+            break;
+        }
+        if (slot_used[k] < slot_used[victim])
+            victim = k;
+    }
+    slot_drop(victim);
+    slots[victim] = r;
+    slot_used[victim] = ++cache_tick;
+    return victim;
+}
+
+/* A handle holds r from now on: its slot is the first to go, so that
+ * the read-ahead's windows push out the records their readers have
+ * taken, not those they have yet to read (a handle keeps its own
+ * reference). Takes cache_mu. */
+static void slot_demote(const struct zfs_rec *r)
+{
+    pthread_mutex_lock(&cache_mu);
+    int k = slot_find(r->st, r->index, r->gen);
+    if (k >= 0 && slots[k] == r)
+        slot_used[k] = 0;
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* r, in slot k, has loaded (rc: 0 or a negative errno): tell its
+ * waiters, and account for its bytes, dropping the least recently used
+ * records while the cache holds more than CACHE_BYTES. Failures are not
+ * remembered (the next read tries again), and huge records would crowd
+ * out everything else: they leave their slot. Under cache_mu. */
+static void slot_ready(int k, struct zfs_rec *r, int rc)
+{
+    r->err = rc;
+    r->ready = true;
+    pthread_cond_broadcast(&cache_cv);
+    if (k < 0 || slots[k] != r)
+        return; /* evicted while it loaded */
+    if (rc != 0 || r->payload_len > CACHE_MAX_RECORD) {
+        slot_drop(k);
+        return;
+    }
+    r->cost = r->payload_len + r->hdr_len;
+    cache_bytes += r->cost;
+    while (cache_bytes > CACHE_BYTES) {
+        int lru = -1;
+        for (int j = 0; j < CACHE_SLOTS; j++)
+            if (j != k && slots[j] && slots[j]->cost && (lru < 0 || slot_used[j] < slot_used[lru]))
+                lru = j;
+        if (lru < 0)
+            break;
+        slot_drop(lru);
+    }
+}
 
 static uint16_t sizes_get(struct zfs_sizes *z, uint64_t i)
 {
@@ -96,6 +190,81 @@ void zfs_sizes_free(struct zfs_sizes *z)
     free(z->pages);
     z->pages = NULL;
     z->npages = 0;
+}
+
+/* Records whose stored sizes one request fetches (remote Ragged). */
+#define STORED_BLOCK 512
+
+void zfs_stored_free(struct zfs_stored *z)
+{
+    for (size_t p = 0; z->pages && p < z->npages; p++)
+        free(atomic_load(&z->pages[p]));
+    free(z->pages);
+    z->pages = NULL;
+    z->npages = 0;
+}
+
+/* The page of z holding record i, allocated if it must be; NULL when
+ * out of memory (then the sizes are fetched but not kept). */
+static _Atomic uint32_t *stored_page(struct zfs_stored *z, uint64_t i)
+{
+    uint64_t p = i / ZFS_SIZES_PAGE;
+    if (p >= z->npages)
+        return NULL;
+    _Atomic uint32_t *page = atomic_load_explicit(&z->pages[p], memory_order_acquire);
+    if (!page) {
+        _Atomic uint32_t *fresh = calloc(ZFS_SIZES_PAGE, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        _Atomic uint32_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&z->pages[p], &expected, fresh)) {
+            page = fresh;
+        } else {
+            free(fresh);
+            page = expected;
+        }
+    }
+    return page;
+}
+
+/* The stored sizes of records idx[0..n) of a Ragged store, as
+ * zr_ragged_sizes gives them. A remote store's are taken from
+ * st->stored, and the blocks of STORED_BLOCK records not there yet are
+ * fetched whole (a request each): a random reader's record then costs
+ * the requests of its gather alone, and a sequential one's sizes come a
+ * block at a time. The caller holds st->lock shared. */
+static int ragged_sizes(struct zfs_store *st, const uint64_t *idx, size_t n, uint64_t *sizes)
+{
+    if (!st->remote || !st->stored.pages)
+        return zr_ragged_sizes(st->zs, idx, n, sizes);
+    uint64_t len = zr_len(st->zs);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t i = idx[k];
+        if (i >= len)
+            return zr_ragged_sizes(st->zs, idx, n, sizes); /* it says why */
+        _Atomic uint32_t *page = stored_page(&st->stored, i);
+        uint32_t v = page ? atomic_load_explicit(&page[i % ZFS_SIZES_PAGE],
+                                                 memory_order_relaxed) : 0;
+        if (v != 0) {
+            sizes[k] = v;
+            continue;
+        }
+        uint64_t b0 = i - i % STORED_BLOCK;
+        uint64_t bn = len - b0 < STORED_BLOCK ? len - b0 : STORED_BLOCK;
+        uint64_t bidx[STORED_BLOCK], bsz[STORED_BLOCK];
+        for (uint64_t j = 0; j < bn; j++)
+            bidx[j] = b0 + j;
+        int zrc = zr_ragged_sizes(st->zs, bidx, (size_t)bn, bsz);
+        if (zrc != 0)
+            return zrc;
+        /* A block never straddles a page: STORED_BLOCK divides it. */
+        for (uint64_t j = 0; page && j < bn; j++)
+            if (bsz[j] > 0 && bsz[j] <= UINT32_MAX)
+                atomic_store_explicit(&page[(b0 + j) % ZFS_SIZES_PAGE], (uint32_t)bsz[j],
+                                      memory_order_relaxed);
+        sizes[k] = bsz[i - b0];
+    }
+    return 0;
 }
 
 static void log_failure(struct zfs_store *st, uint64_t i, const char *msg)
@@ -158,6 +327,9 @@ int zfs_rec_span(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs
     return 0;
 }
 
+/* Records of remote stores loaded one at a time, and windows fetched. */
+static _Atomic uint64_t remote_singles, remote_windows, remote_window_records;
+
 /* Decode record r->index into r. The caller holds st->lock shared. */
 static int load(struct zfs_fs *fs, struct zfs_rec *r)
 {
@@ -166,6 +338,8 @@ static int load(struct zfs_fs *fs, struct zfs_rec *r)
     int rc;
     if (i >= zr_len(st->zs))
         return -ENOENT;
+    if (st->remote)
+        atomic_fetch_add_explicit(&remote_singles, 1, memory_order_relaxed);
     if (st->kind == ZR_DENSE) {
         if (!(r->buf = malloc(st->width ? st->width : 1)))
             return -ENOMEM;
@@ -180,7 +354,7 @@ static int load(struct zfs_fs *fs, struct zfs_rec *r)
     }
     uint64_t size;
     const uint64_t zero = 0;
-    rc = zr_ragged_sizes(st->zs, &i, 1, &size);
+    rc = ragged_sizes(st, &i, 1, &size);
     if (rc != 0)
         goto fail;
     if (size > SIZE_MAX || !(r->buf = malloc(size)))
@@ -201,27 +375,26 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
         return -EIO;
     pthread_rwlock_rdlock(&st->lock);
     uint64_t gen = atomic_load(&st->gen);
-    struct zfs_rec *r = NULL, *evicted = NULL;
+    struct zfs_rec *r = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&cache_mu);
-    int victim = 0;
-    for (int k = 0; k < CACHE_SLOTS; k++) {
-        struct zfs_rec *c = slots[k];
-        if (c && c->st == st && c->index == i && c->gen == gen) {
-            r = c;
-            slot_used[k] = ++cache_tick;
-            break;
-        }
-        if (!c || (slots[victim] && slot_used[k] < slot_used[victim]))
-            victim = k;
-    }
-    if (r) {
+    int k = slot_find(st, i, gen);
+    if (k >= 0) {
+        r = slots[k];
+        slot_used[k] = ++cache_tick;
         atomic_fetch_add(&r->refs, 1);
         while (!r->ready)
             pthread_cond_wait(&cache_cv, &cache_mu);
         rc = r->err;
         pthread_mutex_unlock(&cache_mu);
+        if (rc == -EAGAIN) {
+            /* A remote read-ahead window that could not hold it has
+             * left it to its reader (and left its slot). */
+            pthread_rwlock_unlock(&st->lock);
+            zfs_rec_put(r);
+            return zfs_rec_get(fs, st, i, out);
+        }
     } else if (!(r = calloc(1, sizeof *r))) {
         pthread_mutex_unlock(&cache_mu);
         rc = -ENOMEM;
@@ -232,32 +405,16 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
         r->index = i;
         r->gen = gen;
         atomic_store(&r->refs, 2);
-        evicted = slots[victim];
-        slots[victim] = r;
-        slot_used[victim] = ++cache_tick;
+        k = slot_take(r);
         pthread_mutex_unlock(&cache_mu);
 
         rc = load(fs, r);
 
         pthread_mutex_lock(&cache_mu);
-        r->err = rc;
-        r->ready = true;
-        bool drop = rc != 0 || r->payload_len > CACHE_MAX_RECORD;
-        if (drop && slots[victim] == r) {
-            /* Failures are not remembered (the next read tries again),
-             * and huge records would crowd out everything else. */
-            slots[victim] = NULL;
-            slot_used[victim] = 0;
-        } else {
-            drop = false;
-        }
-        pthread_cond_broadcast(&cache_cv);
+        slot_ready(k, r, rc);
         pthread_mutex_unlock(&cache_mu);
-        if (drop)
-            zfs_rec_put(r);
     }
     pthread_rwlock_unlock(&st->lock);
-    zfs_rec_put(evicted);
     if (rc != 0) {
         zfs_rec_put(r);
         return rc;
@@ -274,6 +431,23 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
     int rc = 0;
     uint64_t phys = 0;
     uint16_t v = 0;
+    if (st->remote && st->kind == ZR_RAGGED && i < zr_len(st->zs)) {
+        /* The record table's entry would cost a GET of its own: the
+         * record, which holds the size, is fetched instead, and the
+         * read-ahead brings the next ones with it for a reader that
+         * looks them up in order (ls -l, cp -r). */
+        if (!may_decode)
+            return -EAGAIN;
+        zfs_rec_ahead(fs, st, i);
+        struct zfs_rec *r;
+        rc = zfs_rec_get(fs, st, i, &r);
+        if (rc != 0)
+            return rc;
+        *size = r->hdr_len + r->payload_len;
+        *stored = r->stored;
+        zfs_rec_put(r);
+        return 0;
+    }
     pthread_rwlock_rdlock(&st->lock);
     if (i >= zr_len(st->zs)) {
         rc = -ENOENT;
@@ -366,6 +540,8 @@ int zfs_rec_hold(struct zfs_fs *fs, struct zfs_handle *h, struct zfs_rec **out)
     if (!hr->rec) {
         zfs_rec_ahead(fs, h->st, hr->index);
         rc = zfs_rec_get(fs, h->st, hr->index, &hr->rec);
+        if (rc == 0 && h->st->remote)
+            slot_demote(hr->rec);
     }
     if (rc == -ENOENT)
         rc = -ESTALE; /* deleted while open */
@@ -381,31 +557,21 @@ void zfs_rec_store_changed(struct zfs_store *st)
 {
     sizes_clear(&st->sizes);
     atomic_fetch_add(&st->gen, 1);
-    struct zfs_rec *dropped[CACHE_SLOTS];
-    int n = 0;
     pthread_mutex_lock(&cache_mu);
     for (int k = 0; k < CACHE_SLOTS; k++) {
         /* Entries still loading belong to readers that hold the store
          * lock, which the caller holds exclusively: there are none. */
-        if (slots[k] && slots[k]->st == st) {
-            dropped[n++] = slots[k];
-            slots[k] = NULL;
-            slot_used[k] = 0;
-        }
+        if (slots[k] && slots[k]->st == st)
+            slot_drop(k);
     }
     pthread_mutex_unlock(&cache_mu);
-    for (int k = 0; k < n; k++)
-        zfs_rec_put(dropped[k]);
 }
 
 void zfs_rec_cache_clear(void)
 {
     pthread_mutex_lock(&cache_mu);
-    for (int k = 0; k < CACHE_SLOTS; k++) {
-        zfs_rec_put(slots[k]);
-        slots[k] = NULL;
-        slot_used[k] = 0;
-    }
+    for (int k = 0; k < CACHE_SLOTS; k++)
+        slot_drop(k);
     pthread_mutex_unlock(&cache_mu);
 }
 
@@ -462,8 +628,14 @@ static struct {
 } ahead_req;
 static uint64_t ahead_taken; /* the thread's own: the last seq it took */
 
+static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
+
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
 {
+    if (st->remote) {
+        remote_ahead(fs, st, i);
+        return;
+    }
     uint64_t prev = atomic_exchange(&st->next_read, i + 1);
     if (prev != i || !st->zs)
         return;
@@ -574,4 +746,258 @@ int zfs_ahead_start(void)
 void zfs_ahead_stop(void)
 {
     zr_workq_stop(&ahead_queue, false);
+}
+
+/* ---- Remote read-ahead -------------------------------------------------- */
+
+/*
+ * Every read of a remote store is a ranged GET, and a GET costs a round
+ * trip and the server's work on a request, whatever its size: a reader
+ * that reads record files one at a time (cp -r, tar, a checksum of each
+ * file) would pay one, or two (the record table's entries, then the
+ * record) for a compressed store, per record. So when a reader reads
+ * the record after the one it read last, the records after it are
+ * fetched in windows: one gather of up to REMOTE_WINDOW_RECORDS records
+ * and REMOTE_WINDOW_BYTES decoded bytes, which the library plans as one
+ * ranged GET of the adjacent stored bytes (lib/remote.c merges them),
+ * decoded into the cache of records above. The records of a window wait
+ * in the cache as loading from the moment it is asked for, so their
+ * readers wait for it instead of sending GETs of their own. A Dense
+ * window's size is known then; a Ragged one claims REMOTE_WINDOW_RECORDS
+ * and, once its thread has read their sizes (one request for their
+ * table entries), gives back those past REMOTE_WINDOW_BYTES, whose
+ * readers then load them alone. The next window is asked for when the
+ * reader has less than half a window left, so that a steady reader
+ * finds its records fetched.
+ *
+ * Several readers may read one store at once (cp of several folders, a
+ * parallel copy), each in order: each store keeps up to REMOTE_STREAMS
+ * of them, a new reader taking the place of the one that read longest
+ * ago. A random reader never starts a window: only a read of record i
+ * right after i - 1 does. Memory is bounded by the cache (CACHE_BYTES);
+ * the windows of REMOTE_STREAMS readers fit it twice.
+ */
+#define REMOTE_STREAMS 8
+#define REMOTE_WINDOW_RECORDS 16
+#define REMOTE_WINDOW_BYTES ((uint64_t)4 << 20)
+/* Windows fetched at once, across the stores of the mount: one per
+ * reader a store follows. */
+#define REMOTE_THREADS 8
+
+struct window {
+    struct zr_qitem item;
+    struct zfs_fs *fs;
+    struct zfs_store *st;
+    struct zfs_stream *s; /* the reader it is for */
+    uint64_t first, n;    /* records [first, first + n) */
+    /* Those not cached when it was asked for, placeholders in slots ks. */
+    struct zfs_rec *recs[REMOTE_WINDOW_RECORDS];
+    int ks[REMOTE_WINDOW_RECORDS];
+    size_t m;
+};
+
+static struct zr_workq remote_queue = ZR_WORKQ_INIT;
+
+/* Put records [w->first, w->first + w->n) not cached yet into the cache
+ * as loading, for window w to load: their readers wait for it from now
+ * on. */
+static void window_claim(struct window *w)
+{
+    struct zfs_store *st = w->st;
+    uint64_t gen = atomic_load(&st->gen);
+    pthread_mutex_lock(&cache_mu);
+    for (uint64_t i = w->first; i < w->first + w->n; i++) {
+        if (slot_find(st, i, gen) >= 0)
+            continue; /* a reader's own load got there first */
+        struct zfs_rec *r = calloc(1, sizeof *r);
+        if (!r)
+            break;
+        r->st = st;
+        r->index = i;
+        r->gen = gen;
+        atomic_store(&r->refs, 2); /* the slot's and this window's */
+        w->ks[w->m] = slot_take(r);
+        w->recs[w->m++] = r;
+    }
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* Gather the first records of w->recs that fit REMOTE_WINDOW_BYTES
+ * (a Dense window was cut to fit when asked for; a Ragged one is cut
+ * here, its sizes being in the record table) with one call, each copied
+ * into a buffer of its own. Sets *loaded to how many were; the rest
+ * are left to their readers. Returns 0 or a negative errno for the
+ * records loaded. The caller holds st->lock shared. */
+static int window_load(struct window *w, size_t *loaded)
+{
+    struct zfs_store *st = w->st;
+    struct zfs_rec **recs = w->recs;
+    size_t n = w->m;
+    uint64_t idx[REMOTE_WINDOW_RECORDS] = {0}, sizes[REMOTE_WINDOW_RECORDS],
+        offs[REMOTE_WINDOW_RECORDS];
+    uint64_t total = 0;
+    uint8_t *buf = NULL;
+    int zrc = 0, rc = 0;
+    *loaded = n;
+    for (size_t k = 0; k < n; k++)
+        idx[k] = recs[k]->index;
+    if (st->kind == ZR_DENSE) {
+        for (size_t k = 0; k < n; k++) {
+            sizes[k] = st->width;
+            offs[k] = k * st->width;
+        }
+        total = n * st->width;
+    } else {
+        if ((zrc = ragged_sizes(st, idx, n, sizes)) != 0)
+            goto out;
+        for (size_t k = 0; k < n; k++) {
+            if (k > 0 && total + sizes[k] > REMOTE_WINDOW_BYTES) {
+                *loaded = n = k;
+                break;
+            }
+            offs[k] = total;
+            total += (sizes[k] + 7) & ~(uint64_t)7;
+        }
+    }
+    if (total > SIZE_MAX || !(buf = malloc(total ? (size_t)total : 1))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    zrc = st->kind == ZR_DENSE ? zr_gather_dense(st->zs, idx, n, buf)
+                               : zr_gather_ragged(st->zs, idx, n, buf, offs);
+    for (size_t k = 0; zrc == 0 && rc == 0 && k < n; k++) {
+        struct zfs_rec *r = recs[k];
+        if (!(r->buf = malloc(sizes[k] ? (size_t)sizes[k] : 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        memcpy(r->buf, buf + offs[k], (size_t)sizes[k]);
+        if (st->kind == ZR_DENSE) {
+            r->payload = r->buf;
+            r->payload_len = r->stored = st->width;
+            r->hdr_len = st->dense_hdr_len;
+            memcpy(r->hdr, st->dense_hdr, st->dense_hdr_len);
+        } else {
+            rc = describe_ragged(w->fs, r, r->buf, sizes[k]);
+        }
+    }
+out:
+    free(buf);
+    if (zrc != 0) {
+        /* One line for the window: its records' readers get the error. */
+        log_failure(st, idx[0], zr_last_error());
+        rc = -zfs_errno(zrc);
+    }
+    return rc;
+}
+
+/* Fetch window w and tell its reader where it ended. Its records past
+ * what fitted are withdrawn: their readers, woken with -EAGAIN, load
+ * them themselves (zfs_rec_get). */
+static void window_run(void *arg, struct zr_qitem *it)
+{
+    (void)arg;
+    struct window *w = ZR_WORKQ_ENTRY(it, struct window, item);
+    struct zfs_store *st = w->st;
+    size_t loaded = 0;
+
+    pthread_rwlock_rdlock(&st->lock);
+    int rc = w->m ? window_load(w, &loaded) : 0;
+    pthread_mutex_lock(&st->ahead_mu);
+    if (w->s->pending && w->s->until == w->first + w->n) {
+        if (loaded < w->m)
+            w->s->until = w->recs[loaded]->index;
+        w->s->pending = false;
+    }
+    pthread_mutex_unlock(&st->ahead_mu);
+    if (loaded) {
+        atomic_fetch_add_explicit(&remote_windows, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&remote_window_records, loaded, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&cache_mu);
+    for (size_t k = 0; k < w->m; k++)
+        slot_ready(w->ks[k], w->recs[k], k < loaded ? rc : -EAGAIN);
+    pthread_mutex_unlock(&cache_mu);
+    pthread_rwlock_unlock(&st->lock);
+    for (size_t k = 0; k < w->m; k++)
+        zfs_rec_put(w->recs[k]);
+    free(w);
+}
+
+/* Record i of remote store st is about to be read: find its reader among
+ * the store's streams, and ask for the next window when it is one that
+ * reads in order and has less than half a window fetched ahead. */
+static void remote_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i)
+{
+    struct window *w = NULL;
+    uint64_t len = zr_len(st->zs);
+    pthread_mutex_lock(&st->ahead_mu);
+    struct zfs_stream *s = NULL, *oldest = &st->streams[0];
+    for (int k = 0; k < REMOTE_STREAMS; k++) {
+        struct zfs_stream *c = &st->streams[k];
+        if (c->used && c->next == i + 1) {
+            /* The same record again (a Ragged record's lookup, then
+             * its read): no step forward. */
+            c->used = ++st->stream_tick;
+            pthread_mutex_unlock(&st->ahead_mu);
+            return;
+        }
+        if (c->used && c->next == i) {
+            s = c;
+            break;
+        }
+        if (c->used < oldest->used)
+            oldest = c;
+    }
+    if (!s) {
+        /* A reader not seen before, or one that jumped: no window yet. */
+        *oldest = (struct zfs_stream){.next = i + 1, .until = i + 1, .used = ++st->stream_tick};
+        pthread_mutex_unlock(&st->ahead_mu);
+        return;
+    }
+    s->next = i + 1;
+    s->used = ++st->stream_tick;
+    if (s->until < i + 1 && !s->pending)
+        s->until = i + 1; /* it passed what was fetched */
+    if (!s->pending && s->until - (i + 1) <= REMOTE_WINDOW_RECORDS / 2 && s->until < len &&
+        (w = calloc(1, sizeof *w))) {
+        /* Claimed now, so that the reader, which may be there before a
+         * thread takes the window, waits for it instead of sending
+         * GETs of its own. A Dense window is sized by the width alone;
+         * a Ragged one takes as many records as it may hold, and is cut
+         * to REMOTE_WINDOW_BYTES once their sizes are read. */
+        uint64_t n = len - s->until < REMOTE_WINDOW_RECORDS ? len - s->until
+                                                             : REMOTE_WINDOW_RECORDS;
+        if (st->kind == ZR_DENSE) {
+            uint64_t fit = REMOTE_WINDOW_BYTES / (st->width ? st->width : 1);
+            n = n < fit ? n : (fit ? fit : 1);
+        }
+        *w = (struct window){.fs = fs, .st = st, .s = s, .first = s->until, .n = n};
+        s->until += n;
+        s->pending = st->kind != ZR_DENSE;
+        window_claim(w);
+    }
+    pthread_mutex_unlock(&st->ahead_mu);
+    if (w && !zr_workq_push(&remote_queue, &w->item)) {
+        /* No threads: the reader fetches the window itself. */
+        window_run(NULL, &w->item);
+    }
+}
+
+int zfs_remote_ahead_start(void)
+{
+    return zr_workq_start(&remote_queue, REMOTE_THREADS, window_run, NULL);
+}
+
+void zfs_remote_ahead_stop(void)
+{
+    /* Windows asked for are fetched, so that none is left loading. */
+    zr_workq_stop(&remote_queue, true);
+}
+
+void zfs_remote_ahead_counts(uint64_t *windows, uint64_t *records, uint64_t *singles)
+{
+    *windows = atomic_load(&remote_windows);
+    *records = atomic_load(&remote_window_records);
+    *singles = atomic_load(&remote_singles);
 }

@@ -35,16 +35,28 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
  * decoded records of st. */
 void zfs_rec_store_changed(struct zfs_store *st);
 void zfs_sizes_free(struct zfs_sizes *z);
+void zfs_stored_free(struct zfs_stored *z);
 void zfs_rec_cache_clear(void);
 /* A reader is about to read record i of st: when it read record i - 1
  * just before, have the read-ahead thread decode record i + 1 into the
  * cache (a raw store on a read-only mount: fault its pages of the mapping
- * in), so that a tool reading the files in order finds it ready. Cheap,
- * never blocks on a decode or the disk. */
+ * in; a remote store: fetch a window of the next records with one
+ * gather), so that a tool reading the files in order finds it ready.
+ * Cheap, never blocks on a decode, the disk or the network. */
 void zfs_rec_ahead(struct zfs_fs *fs, struct zfs_store *st, uint64_t i);
 /* The read-ahead thread: started after daemonizing, stopped before the
  * stores are freed. Without it zfs_rec_ahead does nothing. */
 int zfs_ahead_start(void);
 void zfs_ahead_stop(void);
+/* The threads that fetch remote stores' windows of records (record.c):
+ * started after daemonizing when the mount shows remote stores, stopped
+ * (once the windows asked for are in) before the stores are freed.
+ * Without them a sequential reader of a remote store reads one record
+ * per GET. */
+int zfs_remote_ahead_start(void);
+void zfs_remote_ahead_stop(void);
+/* Counters of the remote read-ahead, for the log at unmount: windows
+ * fetched, records they brought, and records loaded one at a time. */
+void zfs_remote_ahead_counts(uint64_t *windows, uint64_t *records, uint64_t *singles);
 
 #endif

@@ -18,13 +18,25 @@
  * store, one locked by a writer under -o ro) is reported once, and the
  * store's folder stays in the tree with nothing readable inside, so one
  * bad store never hides the others.
+ *
+ * ROOT may also be an object-store address, s3://bucket/prefix (fs->remote).
+ * The tree is then made the same way from prefixes instead of folders: a
+ * prefix is a store when the library opens it (its listing holds
+ * store.zr), otherwise its sub-prefixes (zr_remote_folders: one listing,
+ * rolled up at '/') are scanned as subfolders are. Every failure of ROOT
+ * itself but "no store here" stops the mount with the library's message
+ * (credentials refused, server unreachable): those would fail every
+ * store alike. Remote folders have no owner or times of their own; they
+ * take the daemon's and the time of the mount.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/npyheader.h"
@@ -72,9 +84,11 @@ static void free_store(struct zfs_store *st)
         return;
     zr_close(st->zs);
     zfs_sizes_free(&st->sizes);
+    zfs_stored_free(&st->stored);
     pthread_rwlock_destroy(&st->lock);
     pthread_mutex_destroy(&st->ctl_mu);
     pthread_mutex_destroy(&st->gsize_mu);
+    pthread_mutex_destroy(&st->ahead_mu);
     free(st->stats_json);
     free(st->compact_json);
     free(st->path);
@@ -83,8 +97,10 @@ static void free_store(struct zfs_store *st)
 
 /* Open the store at path for node position pos. Returns 1 when it is a
  * store (opened or shown broken), 0 when the library says it is not one,
- * -1 when the mount must not go ahead. */
-static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
+ * -1 when the mount must not go ahead: out of memory, a store in use
+ * under -o rw, or any failure when fatal is set (the root of a remote
+ * tree). */
+static int open_store(struct zfs_fs *fs, const char *path, size_t pos, bool fatal)
 {
     if (fs->nstores >= ZFS_MAX_STORES) {
         fprintf(stderr, "zrecordfs: more than %lu stores under %s\n",
@@ -109,6 +125,7 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
     pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&st->ctl_mu, NULL);
     pthread_mutex_init(&st->gsize_mu, NULL);
+    pthread_mutex_init(&st->ahead_mu, NULL);
     st->sid = (uint32_t)fs->nstores;
     st->dir_ino = pos + 1;
     st->st = fs->nodes[pos].st;
@@ -121,6 +138,12 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
     if (rc == ZR_EBUSY && fs->cfg.rw) {
         fprintf(stderr, "zrecordfs: %s is in use by another process; -o rw needs it alone (%s)\n",
                 path, zr_last_error());
+        free_store(st);
+        return -1;
+    }
+    if (rc != 0 && fatal) {
+        fprintf(stderr, "zrecordfs: cannot open %s: %s (%s)\n", path, zr_last_error(),
+                zr_strerror(rc));
         free_store(st);
         return -1;
     }
@@ -138,7 +161,10 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
         st->kind = zr_kind(st->zs);
         st->itemsize = zr_itemsize(st->zs);
         st->width = zr_record_width(st->zs);
-        st->direct = !fs->cfg.rw && zr_codec(st->zs) == ZR_CODEC_RAW;
+        /* A remote store has no mapping to serve from: its records
+         * are gathered, like a compressed store's (record.c). */
+        st->remote = fs->remote;
+        st->direct = !fs->cfg.rw && !st->remote && zr_codec(st->zs) == ZR_CODEC_RAW;
         if (st->kind == ZR_DENSE && fs->cfg.npy) {
             uint32_t ndim;
             const uint64_t *shape = zr_item_shape(st->zs, &ndim);
@@ -149,7 +175,11 @@ static int open_store(struct zfs_fs *fs, const char *path, size_t pos)
         if (st->kind == ZR_RAGGED && n > 0) {
             st->sizes.npages = (size_t)((n + ZFS_SIZES_PAGE - 1) / ZFS_SIZES_PAGE);
             st->sizes.pages = calloc(st->sizes.npages, sizeof *st->sizes.pages);
-            if (!st->sizes.pages) {
+            if (st->remote) {
+                st->stored.npages = st->sizes.npages;
+                st->stored.pages = calloc(st->stored.npages, sizeof *st->stored.pages);
+            }
+            if (!st->sizes.pages || (st->remote && !st->stored.pages)) {
                 fprintf(stderr, "zrecordfs: out of memory\n");
                 free_store(st);
                 return -1;
@@ -220,12 +250,64 @@ static int list_subfolders(const char *path, char ***names, size_t *count)
     return rc;
 }
 
-/* Scan the folder at path, to become node pos (already added). Returns 1
- * when it is or holds a store, 0 when not, -1 to give up the mount. */
+/* The sub-prefixes of the remote prefix url, sorted, as list_subfolders
+ * gives subfolders. A failure at the root (depth 0) stops the mount;
+ * deeper down it is reported and the prefix gives no names. */
+static int list_prefixes(const char *url, int depth, char ***names, size_t *count)
+{
+    char **got;
+    size_t n;
+    *names = NULL;
+    *count = 0;
+    int rc = zr_remote_folders(url, &got, &n);
+    if (rc == ZR_ENOMEM) {
+        fprintf(stderr, "zrecordfs: out of memory\n");
+        return -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "zrecordfs: %s %s: %s (%s)\n", depth == 0 ? "cannot list" : "skipping",
+                url, zr_last_error(), zr_strerror(rc));
+        return depth == 0 ? -1 : 0;
+    }
+    /* Copied, so that both kinds of listing are freed alike. Keys may
+     * hold what no file name can: "." and ".." and names longer than
+     * NAME_MAX are not shown. */
+    char **out = n ? calloc(n, sizeof *out) : NULL;
+    size_t kept = 0;
+    for (size_t k = 0; out && k < n; k++) {
+        if (strcmp(got[k], ".") == 0 || strcmp(got[k], "..") == 0 || strlen(got[k]) > NAME_MAX) {
+            fprintf(stderr, "zrecordfs: skipping %s/%s: not a possible folder name\n", url,
+                    got[k]);
+            continue;
+        }
+        if (!(out[kept++] = strdup(got[k]))) {
+            for (size_t j = 0; j < kept; j++)
+                free(out[j]);
+            free(out);
+            out = NULL;
+        }
+    }
+    zr_remote_folders_free(got, n);
+    if (n && !out) {
+        fprintf(stderr, "zrecordfs: out of memory\n");
+        return -1;
+    }
+    if (kept > 1)
+        qsort(out, kept, sizeof *out, cmp_names);
+    *names = out;
+    *count = kept;
+    return 0;
+}
+
+/* Scan the folder (or remote prefix) at path, to become node pos (already
+ * added). Returns 1 when it is or holds a store, 0 when not, -1 to give
+ * up the mount. */
 static int scan(struct zfs_fs *fs, const char *path, size_t pos, int depth, size_t *cap)
 {
-    if (is_store_folder(path)) {
-        int rc = open_store(fs, path, pos);
+    /* A remote prefix is asked directly: whether it holds store.zr is
+     * what the library's open lists first. */
+    if (fs->remote || is_store_folder(path)) {
+        int rc = open_store(fs, path, pos, fs->remote && depth == 0);
         if (rc != 0)
             return rc;
     }
@@ -236,17 +318,18 @@ static int scan(struct zfs_fs *fs, const char *path, size_t pos, int depth, size
     }
     char **names;
     size_t count;
-    if (list_subfolders(path, &names, &count) != 0)
+    if ((fs->remote ? list_prefixes(path, depth, &names, &count)
+                    : list_subfolders(path, &names, &count)) != 0)
         return -1;
     int rc = 0;
     for (size_t k = 0; k < count && rc >= 0; k++) {
         char *sub = NULL;
-        struct stat sb;
+        struct stat sb = fs->nodes[pos].st;
         if (asprintf(&sub, "%s/%s", path, names[k]) < 0) {
             rc = -1;
             break;
         }
-        if (lstat(sub, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        if (!fs->remote && (lstat(sub, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
             free(sub);
             continue;
         }
@@ -288,11 +371,18 @@ int zfs_tree_build(struct zfs_fs *fs)
 {
     struct stat sb;
     size_t cap = 0;
-    if (stat(fs->cfg.root, &sb) != 0) {
+    if (fs->remote) {
+        memset(&sb, 0, sizeof sb);
+        sb.st_mode = S_IFDIR | 0555;
+        sb.st_uid = getuid();
+        sb.st_gid = getgid();
+        clock_gettime(CLOCK_REALTIME, &sb.st_mtim);
+        sb.st_atim = sb.st_ctim = sb.st_mtim;
+    } else if (stat(fs->cfg.root, &sb) != 0) {
         fprintf(stderr, "zrecordfs: %s: %s\n", fs->cfg.root, strerror(errno));
         return -1;
     }
-    if (!S_ISDIR(sb.st_mode)) {
+    if (!fs->remote && !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "zrecordfs: %s: not a folder\n", fs->cfg.root);
         return -1;
     }

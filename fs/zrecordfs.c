@@ -67,7 +67,9 @@ static void usage(void)
     printf("usage: zrecordfs [options] ROOT MOUNTPOINT\n"
            "\n"
            "Shows every loaderx store under ROOT (a store, or a folder holding\n"
-           "stores at any depth) as a folder of per-record files.\n"
+           "stores at any depth) as a folder of per-record files. ROOT may be\n"
+           "an object-store address, s3://BUCKET/PREFIX (read-only), configured\n"
+           "as the AWS tools are (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).\n"
            "\n"
            "zrecordfs options:\n"
            "    -o ro                  read-only view, shared store lock (default)\n"
@@ -332,13 +334,34 @@ int main(int argc, char *argv[])
                         "run 'fusermount3 -u %s' first\n", opts.mountpoint, opts.mountpoint);
         goto out;
     }
-    char *root = realpath(fs.cfg.root, NULL);
-    if (!root) {
-        fprintf(stderr, "zrecordfs: %s: %s\n", fs.cfg.root, strerror(errno));
-        goto out;
+    fs.remote = strncmp(fs.cfg.root, "s3://", 5) == 0;
+    if (fs.remote) {
+        /* Told before going to the background, where no store is open
+         * yet: the library would refuse each store alike. */
+        if (fs.cfg.rw) {
+            fprintf(stderr, "zrecordfs: %s: stores in an object store are read-only; mount "
+                            "them without -o rw (write a store locally and publish it with "
+                            "zr push)\n", fs.cfg.root);
+            goto out;
+        }
+        size_t len = strlen(fs.cfg.root);
+        while (len > 5 && fs.cfg.root[len - 1] == '/')
+            fs.cfg.root[--len] = '\0';
+        if (len == 5) {
+            fprintf(stderr, "zrecordfs: %s: give an address s3://BUCKET or s3://BUCKET/PREFIX\n",
+                    fs.cfg.root);
+            ret = 2;
+            goto out;
+        }
+    } else {
+        char *root = realpath(fs.cfg.root, NULL);
+        if (!root) {
+            fprintf(stderr, "zrecordfs: %s: %s\n", fs.cfg.root, strerror(errno));
+            goto out;
+        }
+        free(fs.cfg.root);
+        fs.cfg.root = root;
     }
-    free(fs.cfg.root);
-    fs.cfg.root = root;
     fs.cfg.foreground = opts.foreground;
     fs.cfg.debug = opts.debug;
 
@@ -399,6 +422,13 @@ int main(int argc, char *argv[])
      * -o spin). Gathers still run on the library's own pool. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool single = opts.singlethread || (!fs.cfg.mt && cpus > 0 && cpus <= 2);
+    /* But a remote store's requests wait for the network, on any
+     * machine: a lookup of a Ragged record (its size is in the record)
+     * would hold every other reader behind its GET on the one thread. */
+    if (fs.remote && !opts.singlethread)
+        single = false;
+    if (fs.remote && zfs_remote_ahead_start() != 0)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: cannot start the remote read-ahead threads\n");
     int rc;
     if (single) {
         /* But the copies of an O_DIRECT .gather read, all queued at
@@ -426,6 +456,14 @@ out:
     zfs_cold_stop();
     zfs_replies_stop();
     zfs_ahead_stop();
+    zfs_remote_ahead_stop();
+    if (fs.remote && mounted) {
+        uint64_t windows, records, singles;
+        zfs_remote_ahead_counts(&windows, &records, &singles);
+        fuse_log(FUSE_LOG_INFO, "zrecordfs: %s: %llu records read in %llu windows, %llu alone\n",
+                 fs.cfg.root, (unsigned long long)records, (unsigned long long)windows,
+                 (unsigned long long)singles);
+    }
     zfs_notify_stop();
     fuse_loop_cfg_destroy(loop_cfg);
     if (mounted)

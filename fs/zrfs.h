@@ -86,6 +86,18 @@ struct zfs_sizes {
     size_t npages;
 };
 
+/*
+ * The stored sizes of a remote Ragged store's records (record.c), which
+ * its record table holds a GET away: fetched for 512 records at a time
+ * (one request of 8 KiB of entries) and kept, one 32-bit word per record
+ * (0: not fetched yet), in pages of ZFS_SIZES_PAGE records allocated when
+ * first touched.
+ */
+struct zfs_stored {
+    _Atomic(_Atomic uint32_t *) *pages;
+    size_t npages;
+};
+
 /* One store shown as a folder. */
 struct zfs_store {
     char *path;              /* absolute path of the store folder */
@@ -99,6 +111,10 @@ struct zfs_store {
      * the library's mapping (zr_record_span), never decoded into a copy;
      * nothing can move them while the mount lives. */
     bool direct;
+    /* In an object store: every read is a ranged GET, planned by the
+     * library; a reader in index order gets the next records in one
+     * gather (record.c, "Remote read-ahead"). */
+    bool remote;
     uint8_t dense_hdr[ZFS_NPY_MAX]; /* Dense under -o npy: the header every record shares */
     size_t dense_hdr_len;
     /* Readers (record reads, gathers, stats) hold it shared; delete and
@@ -108,12 +124,23 @@ struct zfs_store {
      * never served after it. */
     _Atomic uint64_t gen;
     struct zfs_sizes sizes;
+    struct zfs_stored stored; /* remote Ragged stores only */
     /* One past the record a reader last asked to load (0: none yet): a
      * read of the record after it starts the read-ahead (record.c). */
     _Atomic uint64_t next_read;
     /* The window of a raw store's records the read-ahead last asked the
      * disk for: [ra_until - ra_count, ra_until). Read-ahead thread only. */
     uint64_t ra_until, ra_count;
+    /* Remote stores: the readers that read records in index order, as
+     * far as the read-ahead can tell (record.c), guarded by ahead_mu. */
+    pthread_mutex_t ahead_mu;
+    struct zfs_stream {
+        uint64_t next;       /* the record after the one it read last */
+        uint64_t until;      /* records before it are fetched or being fetched */
+        uint64_t used;       /* when it last read, for replacing the oldest */
+        bool pending;        /* a window is being sized: ask for no other */
+    } streams[8];
+    uint64_t stream_tick;
     pthread_mutex_t ctl_mu;  /* guards the two texts below */
     char *stats_json;        /* the .stats text, built on first use */
     size_t stats_len;
@@ -149,6 +176,7 @@ struct zfs_fs {
     size_t nnodes;
     struct zfs_store **stores;
     size_t nstores;
+    bool remote;             /* ROOT is an s3:// address */
     struct fuse_session *se;
     double timeout;          /* entry and attribute timeout, seconds */
     int nctl;                /* control files shown in a store folder */
@@ -163,6 +191,7 @@ struct zfs_rec {
     uint64_t index;
     uint64_t gen;
     bool ready;              /* loaded (or failed); guarded by the cache lock */
+    uint64_t cost;           /* bytes it counts in the cache (record.c); cache lock */
     int err;                 /* negative errno when the load failed */
     void *buf;               /* what the library gathered */
     uint64_t stored;         /* its size: the record as stored, before compression */

@@ -371,3 +371,58 @@ int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t 
         rc = zr_plan_read_local(s, t, p + direct, n - direct, done, arg, st);
     return rc;
 }
+
+/* ---- the folders of a prefix ------------------------------------------ */
+
+ZR_API int zr_remote_folders(const char *url, char ***names, size_t *n)
+{
+    if (!url || !names || !n)
+        return zr_err(ZR_EINVAL, "zr_remote_folders: NULL argument");
+    *names = NULL;
+    *n = 0;
+    if (!zr_s3_is_url(url))
+        return zr_err(ZR_EINVAL, "%s is not an s3:// address", url);
+    struct zr_s3 *c = NULL;
+    struct zr_s3_obj *objs = NULL;
+    size_t nobj = 0, k = 0;
+    char **out = NULL;
+    int rc = zr_s3_open(&c, url);
+    if (rc == 0)
+        rc = zr_s3_list(c, "", true, &objs, &nobj);
+    if (rc != 0)
+        goto out;
+    size_t ndir = 0;
+    for (size_t j = 0; j < nobj; j++)
+        ndir += objs[j].dir;
+    if (ndir > 0 && !(out = zr_calloc(ndir, sizeof *out))) {
+        rc = zr_err(ZR_ENOMEM, "listing %s", url);
+        goto out;
+    }
+    for (size_t j = 0; j < nobj; j++) {
+        if (!objs[j].dir || !objs[j].name[0])
+            continue;
+        size_t len = strlen(objs[j].name) + 1;
+        if (!(out[k] = zr_malloc(len))) {
+            rc = zr_err(ZR_ENOMEM, "listing %s", url);
+            goto out;
+        }
+        memcpy(out[k++], objs[j].name, len);
+    }
+    *names = out;
+    *n = k;
+    out = NULL;
+out:
+    zr_remote_folders_free(out, k);
+    zr_s3_list_free(objs, nobj);
+    zr_s3_close(c);
+    return rc;
+}
+
+ZR_API void zr_remote_folders_free(char **names, size_t n)
+{
+    if (!names)
+        return;
+    for (size_t k = 0; k < n; k++)
+        zr_free(names[k]);
+    zr_free(names);
+}

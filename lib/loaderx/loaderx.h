@@ -233,6 +233,23 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
  * meta.zr). */
 ZR_API int zr_open(zr_store **out, const char *path, int mode);
 
+/* The folders directly below an object-store address url ("s3://bucket"
+ * or "s3://bucket/prefix"): the names of its sub-prefixes, rolled up at
+ * '/', in the order the server lists them (byte order, for S3), each a
+ * candidate store to give zr_open as url + "/" + name. For a program that
+ * shows a prefix holding several stores, as zrecordfs does. Sends one
+ * listing (following its continuation tokens) configured as zr_open's.
+ * *names is an array of *n malloc'd strings (NULL when none): free it
+ * with zr_remote_folders_free.
+ * Errors: ZR_EINVAL (not an s3:// address, a bad configuration),
+ * ZR_EACCESS (credentials refused), ZR_ENOTSTORE (no such bucket), ZR_EIO
+ * (the server cannot be reached or keeps failing), ZR_ENOMEM.
+ * Thread-safe. */
+ZR_API int zr_remote_folders(const char *url, char ***names, size_t *n);
+
+/* Free what zr_remote_folders gave. Accepts NULL. */
+ZR_API void zr_remote_folders_free(char **names, size_t n);
+
 /* Close the handle and release its lock. Accepts NULL.
  * Does not sync: appends since the last zr_sync are in the page cache,
  * readable by the next open, but a crash or power cut may lose them. To
