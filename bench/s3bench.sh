@@ -170,6 +170,13 @@ done
 }
 
 table >"$work/table.md"
+# zr push and pull against s3cmd, on the same server (bench/s3push.sh).
+s3cmd mb -q "s3://$BUCKET-push" >/dev/null 2>&1 || true
+bench/s3push.sh "$BUCKET-push" "$([ "$quick" = 1 ] && echo 50 || echo 100)" "$runs" >"$work/push.txt" 2>&1 ||
+    { cat "$work/push.txt" >&2; exit 1; }
+push_ratios=$(tail -n 1 "$work/push.txt")
+push_medians=$(grep -E '^  (zr-push|s3cmd-put|zr-pull|s3cmd-get) ' "$work/push.txt" |
+    awk '{ printf "%s%s %s MiB/s", NR > 1 ? ", " : "", $1, $2 }')
 {
     printf '%s\n\n' "$heading"
     printf 'Command: `bench/s3bench.sh%s`, at commit %s on %s; %d s.\n\n' \
@@ -193,6 +200,13 @@ same store read locally from the page cache. Medians of three runs.
 
 EOF
     cat "$work/table.md"
+    echo
+    printf '`zr push` and `zr pull` of a raw store of %s MiB against `s3cmd put --recursive` and\n' \
+        "$([ "$quick" = 1 ] && echo 50 || echo 100)"
+    printf '`get --recursive` of the same files, same server (`bench/s3push.sh`, medians): %s; %s.\n\n' \
+        "$push_medians" "$push_ratios"
+    echo 'zrecordfs over a remote store against s3fs reading one object per record:'
+    echo '[remote-fs-benchmarks.md](remote-fs-benchmarks.md) (`bench/s3fs.sh`).'
     echo
 } >"$work/section.md"
 if [ "$out" = - ]; then
