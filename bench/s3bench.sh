@@ -176,7 +176,7 @@ bench/s3push.sh "$BUCKET-push" "$([ "$quick" = 1 ] && echo 50 || echo 100)" "$ru
     { cat "$work/push.txt" >&2; exit 1; }
 push_ratios=$(tail -n 1 "$work/push.txt")
 push_medians=$(grep -E '^  (zr-push|s3cmd-put|zr-pull|s3cmd-get) ' "$work/push.txt" |
-    awk '{ printf "%s%s %s MiB/s", NR > 1 ? ", " : "", $1, $2 }')
+    awk '{ printf "%s%s %s MiB/s", (NR > 1 ? ", " : ""), $1, $2 }')
 {
     printf '%s\n\n' "$heading"
     printf 'Command: `bench/s3bench.sh%s`, at commit %s on %s; %d s.\n\n' \

@@ -228,7 +228,14 @@ int zr_remote_open(zr_store *s)
     }
     if (rc != 0)
         return rc;
-    atomic_store(&s->read_mode, ZR_READ_PLANNED);
+    /* A remote handle always plans its reads (readmode.c asks no more);
+     * with a cache, the batches the cache holds are copied from its
+     * files' mappings, which then ask for huge pages as a resident local
+     * store's do. */
+    if (s->rcache)
+        zr_tables_set_mode(s, ZR_READ_MAPPED);
+    else
+        atomic_store(&s->read_mode, ZR_READ_PLANNED);
     return zr_tables_settle(s);
 }
 
