@@ -883,11 +883,10 @@ static int window_load(struct window *w, size_t *loaded)
     }
 out:
     free(buf);
-    if (zrc != 0) {
-        /* One line for the window: its records' readers get the error. */
-        log_failure(st, idx[0], zr_last_error());
+    /* A window that failed says nothing of any one record: its readers
+     * load their records alone (window_run), and report their own. */
+    if (zrc != 0)
         rc = -zfs_errno(zrc);
-    }
     return rc;
 }
 
@@ -916,7 +915,7 @@ static void window_run(void *arg, struct zr_qitem *it)
     }
     pthread_mutex_lock(&cache_mu);
     for (size_t k = 0; k < w->m; k++)
-        slot_ready(w->ks[k], w->recs[k], k < loaded ? rc : -EAGAIN);
+        slot_ready(w->ks[k], w->recs[k], k < loaded && rc == 0 ? 0 : -EAGAIN);
     pthread_mutex_unlock(&cache_mu);
     pthread_rwlock_unlock(&st->lock);
     for (size_t k = 0; k < w->m; k++)

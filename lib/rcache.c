@@ -57,6 +57,8 @@
 #define ROUND_BYTES (64u << 20)
 /* A file in use is touched (its mtime, the eviction's clock) this often. */
 #define TOUCH_NS (5ull * 1000000000ull)
+/* Times a shared lock on a cache file is asked for, a millisecond apart. */
+#define LOCK_ATTEMPTS 100
 /* A handle that found the cache full looks again this often. */
 #define FULL_RECHECK_NS (10ull * 1000000000ull)
 
@@ -123,8 +125,8 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
         len = (size_t)page;
     /* The cache holds objects of buckets that may be private: only this
      * user reads it. */
-    int fd;
-    for (;;) {
+    int fd = -1, tries = 0;
+    for (int reopen = 0; fd < 0; reopen++) {
         fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) {
             int e = errno;
@@ -133,12 +135,31 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
             return zr_last_error_code();
         }
         /* Held for the handle's life: eviction leaves a held file alone
-         * (evict). One that eviction unlinked between the open and the
-         * lock is not the file of that name any more: open it again. */
+         * (evict). An evictor holds its exclusive lock only to unlink, so
+         * a shared one is asked for a few times, never waited for under
+         * the cache's mutex; a file system without flock has no cache. One
+         * that eviction unlinked between the open and the lock is not the
+         * file of that name any more: open it again. */
         struct stat st;
-        if (flock(fd, LOCK_SH) == 0 && zr_io.fstat(fd, &st) == 0 && st.st_nlink > 0)
+        int e;
+        for (;;) {
+            e = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno;
+            if (e != EWOULDBLOCK || ++tries >= LOCK_ATTEMPTS)
+                break;
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+        if (e == 0 && zr_io.fstat(fd, &st) != 0)
+            e = errno;
+        if (e == 0 && st.st_nlink > 0)
             break;
         zr_io.close(fd);
+        fd = -1;
+        if (e != 0 || reopen >= LOCK_ATTEMPTS) {
+            e = e ? e : EAGAIN;
+            zr_err_sys(e, "locking the cache file %s of %s", name, s->path);
+            errno = e;
+            return zr_last_error_code();
+        }
     }
     /* The bitmap's blocks are allocated now: a store through its mapping
      * into a hole of a full disk would be a SIGBUS, not an error. */
@@ -239,9 +260,32 @@ static int held_cmp(const void *x, const void *y)
 /* Measure the whole cache folder and, past the bound, unlink the least
  * recently used files until it holds 90% of it. One process at a time
  * does this (a lock file); others skip it meanwhile. */
+/* flock locks belong to open files, which a child of fork() shares: one
+ * forked while an eviction holds its locks would hold them for as long
+ * as it lives. Evictions and fork() therefore exclude each other. */
+static pthread_mutex_t evicting = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t evicting_once = PTHREAD_ONCE_INIT;
+
+static void evicting_lock(void) { pthread_mutex_lock(&evicting); }
+static void evicting_unlock(void) { pthread_mutex_unlock(&evicting); }
+static void evicting_setup(void)
+{
+    (void)pthread_atfork(evicting_lock, evicting_unlock, evicting_unlock);
+}
+
+static void evict_locked(struct zr_rcache *rc);
+
 static void evict(struct zr_rcache *rc)
 {
-    int lk = openat(rc->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    pthread_once(&evicting_once, evicting_setup);
+    evicting_lock();
+    evict_locked(rc);
+    evicting_unlock();
+}
+
+static void evict_locked(struct zr_rcache *rc)
+{
+    int lk = openat(rc->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lk < 0)
         return;
     if (flock(lk, LOCK_EX | LOCK_NB) != 0) {
@@ -575,7 +619,10 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t 
         return zr_err(ZR_ENOMEM, "%s: the cache", s->path);
     rc->rootfd = rc->storefd = -1;
     pthread_mutex_init(&rc->lock, NULL);
+    /* Under the cache's lock, which the fork handlers hold (tables.c). */
+    pthread_mutex_lock(&s->cache.lock);
     s->rcache = rc;
+    pthread_mutex_unlock(&s->cache.lock);
     rc->max = max_bytes;
     const char *env = getenv("LOADERX_CACHE_BLOCK");
     char *end = NULL;

@@ -50,6 +50,7 @@ struct listing {
     uint32_t nchunk, nloc; /* one past the highest id seen */
     bool meta, store, dict, intent;
     uint64_t version; /* a hash of every object's name, size and ETag */
+    bool etags;       /* every object of the store has an ETag */
 };
 
 /* FNV-1a, folded over n bytes at p into h. */
@@ -83,6 +84,7 @@ static int list_store(zr_store *s, struct listing *ls)
     memset(ls->chunk, 0xff, (ls->nchunk + 1) * sizeof *ls->chunk);
     memset(ls->loc, 0xff, (ls->nloc + 1) * sizeof *ls->loc);
     ls->version = 1469598103934665603ull;
+    ls->etags = true;
     for (size_t k = 0; k < n; k++) {
         const struct zr_s3_obj *o = &objs[k];
         int64_t c = file_id(o->name, "chunk"), g = file_id(o->name, "loc");
@@ -91,6 +93,7 @@ static int list_store(zr_store *s, struct listing *ls)
         ls->version = fnv(ls->version, o->name, strlen(o->name) + 1);
         ls->version = fnv(ls->version, &o->size, sizeof o->size);
         ls->version = fnv(ls->version, o->etag, strlen(o->etag) + 1);
+        ls->etags &= o->etag[0] != '\0';
         if (c >= 0)
             ls->chunk[c] = o->size;
         else if (g >= 0)
@@ -209,9 +212,14 @@ int zr_remote_open(zr_store *s)
     if (s->writable)
         return zr_err(ZR_EROFS, "%s: a store in an object store opens read-only (ZR_RDONLY); "
                       "write it locally and publish it with zr push", s->path);
-    int rc = zr_s3_open(&s->remote, s->path);
+    struct zr_s3 *c;
+    int rc = zr_s3_open(&c, s->path);
     if (rc != 0)
         return rc;
+    /* Under the cache's lock, which the fork handlers hold (tables.c). */
+    pthread_mutex_lock(&s->cache.lock);
+    s->remote = c;
+    pthread_mutex_unlock(&s->cache.lock);
     struct listing ls = {0};
     rc = list_store(s, &ls);
     if (rc == 0)
@@ -220,8 +228,10 @@ int zr_remote_open(zr_store *s)
         rc = add_files(s, &ls);
     zr_free(ls.chunk);
     zr_free(ls.loc);
+    /* Without ETags a store pushed again with the same sizes could not be
+     * told from the one cached: such a store is read without the cache. */
     const char *dir = getenv("LOADERX_CACHE_DIR");
-    if (rc == 0 && dir && *dir) {
+    if (rc == 0 && dir && *dir && ls.etags) {
         uint64_t max;
         if ((rc = cache_bound(&max)) == 0)
             rc = zr_rcache_attach(s, dir, max, ls.version);
@@ -376,6 +386,8 @@ int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t 
         rc = fetch_direct(s, t, p, direct, done, arg, &reads);
     if (rc == 0 && direct < n)
         rc = zr_plan_read_local(s, t, p + direct, n - direct, done, arg, st);
+    if (st)
+        st->reads += reads;
     return rc;
 }
 

@@ -62,6 +62,7 @@
  * while it is being copied, its descriptor and mapping. */
 struct xfile {
     char name[32];
+    char etag[72]; /* of the object, as listed ("" for a local file) */
     uint64_t size;
     int fd;
     uint8_t *map;
@@ -109,6 +110,22 @@ static int xfile_add(struct xfile **f, size_t *n, size_t *cap, const char *name,
     *x = (struct xfile){.size = size, .fd = -1};
     snprintf(x->name, sizeof x->name, "%s", name);
     return 0;
+}
+
+/* The process's umask, read without changing it (umask(2) would, for a
+ * moment, for every thread): from /proc/self/status, 022 where that
+ * cannot be read. */
+static mode_t process_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    unsigned mask = 022;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Umask: %o", &mask) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (mode_t)mask;
 }
 
 static const struct xfile *xfile_find(const struct xfile *f, size_t n, const char *name)
@@ -431,8 +448,8 @@ static int list_remote(struct zr_s3 *c, struct xfile **out, size_t *nout)
         if (o[k].dir)
             continue;
         intent |= strcmp(o[k].name, ZR_INTENT_FILE) == 0;
-        if (store_file_name(o[k].name))
-            rc = xfile_add(&f, &n, &cap, o[k].name, o[k].size);
+        if (store_file_name(o[k].name) && (rc = xfile_add(&f, &n, &cap, o[k].name, o[k].size)) == 0)
+            memcpy(f[n - 1].etag, o[k].etag, sizeof f[n - 1].etag);
     }
     zr_s3_list_free(o, m);
     if (rc == 0 && !xfile_find(f, n, ZR_STORE_FILE))
@@ -660,12 +677,8 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
     }
     if (rc == 0 && !(made = mkdtemp(tmp) != NULL))
         rc = zr_err_sys(errno, "making a folder beside %s", dst);
-    if (made) {
-        /* mkdtemp makes it 0700; give it the mode a plain mkdir would. */
-        mode_t mask = umask(0);
-        umask(mask);
-        chmod(tmp, 0777 & ~mask);
-    }
+    if (made)
+        chmod(tmp, 0777 & ~process_umask());
     if (rc == 0)
         rc = download(c, tmp, f, n, fn, user);
     /* T5: the objects did not change while they came down. */
@@ -673,7 +686,7 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
         rc = list_remote(c, &again, &nagain);
     for (size_t k = 0; rc == 0 && k < n; k++) {
         const struct xfile *x = xfile_find(again, nagain, f[k].name);
-        if (!x || x->size != f[k].size || nagain != n)
+        if (!x || x->size != f[k].size || strcmp(x->etag, f[k].etag) != 0 || nagain != n)
             rc = zr_err(ZR_ECORRUPT, "%s changed during the pull (%s): pull it again",
                         zr_s3_url(c), f[k].name);
     }
