@@ -107,6 +107,7 @@ struct zr_store {
     bool nomap; /* ZR_NOMAP: gathers pread records instead of mapping them */
     struct zr_s3 *remote; /* a store in an object store (remote.c), or NULL */
     struct zr_rcache *rcache; /* its local cache (rcache.c), or NULL */
+    char (*etags)[72];        /* remote: the ETags of its chunk files, then of its segments */
 
     struct zr_identity id;
     uint64_t width; /* Dense record bytes; 0 for Ragged */
@@ -215,6 +216,8 @@ int zr_ftable_add_sized(struct zr_ftable *t, uint32_t id, uint64_t size);
  * zr_remote_read reads pieces as zr_plan_read does, with ranged GETs. */
 int zr_remote_open(zr_store *s);
 void zr_remote_close(zr_store *s);
+/* The ETag the listing gave file id of table t of remote handle s. */
+const char *zr_remote_etag(const zr_store *s, const struct zr_ftable *t, uint32_t id);
 
 /* Cache bounds for tests: handles opened afterwards in this process hold
  * at most fds descriptors and maps mappings (0 restores the defaults),

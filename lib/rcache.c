@@ -410,7 +410,7 @@ static int fetch_round(zr_store *s, struct zr_ftable *t, struct want *w, size_t 
         if (!(w[k].buf = zr_malloc((size_t)len)))
             err = zr_err(ZR_ENOMEM, "%s: a block of %llu bytes", s->path, (unsigned long long)len);
         r[k] = (struct zr_s3_range){.name = names[k], .off = off, .len = len, .to = w[k].buf,
-                                    .tag = k};
+                                    .tag = k, .etag = zr_remote_etag(s, t, w[k].id)};
         bytes += len;
     }
     struct round rd = {.s = s, .t = t, .w = w};

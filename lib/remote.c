@@ -47,6 +47,7 @@ static int64_t file_id(const char *name, const char *suffix)
 struct listing {
     uint64_t *chunk; /* sizes by id; UINT64_MAX where absent */
     uint64_t *loc;
+    char (*chunk_etag)[72], (*loc_etag)[72]; /* ETags by id */
     uint32_t nchunk, nloc; /* one past the highest id seen */
     bool meta, store, dict, intent;
     uint64_t version; /* a hash of every object's name, size and ETag */
@@ -77,7 +78,9 @@ static int list_store(zr_store *s, struct listing *ls)
     }
     ls->chunk = zr_malloc((ls->nchunk + 1) * sizeof *ls->chunk);
     ls->loc = zr_malloc((ls->nloc + 1) * sizeof *ls->loc);
-    if (!ls->chunk || !ls->loc) {
+    ls->chunk_etag = zr_calloc(ls->nchunk + 1, sizeof *ls->chunk_etag);
+    ls->loc_etag = zr_calloc(ls->nloc + 1, sizeof *ls->loc_etag);
+    if (!ls->chunk || !ls->loc || !ls->chunk_etag || !ls->loc_etag) {
         zr_s3_list_free(objs, n);
         return zr_err(ZR_ENOMEM, "listing %s", s->path);
     }
@@ -94,10 +97,13 @@ static int list_store(zr_store *s, struct listing *ls)
         ls->version = fnv(ls->version, &o->size, sizeof o->size);
         ls->version = fnv(ls->version, o->etag, strlen(o->etag) + 1);
         ls->etags &= o->etag[0] != '\0';
-        if (c >= 0)
+        if (c >= 0) {
             ls->chunk[c] = o->size;
-        else if (g >= 0)
+            memcpy(ls->chunk_etag[c], o->etag, sizeof ls->chunk_etag[c]);
+        } else if (g >= 0) {
             ls->loc[g] = o->size;
+            memcpy(ls->loc_etag[g], o->etag, sizeof ls->loc_etag[g]);
+        }
         ls->meta |= strcmp(o->name, ZR_META_FILE) == 0;
         ls->store |= strcmp(o->name, ZR_STORE_FILE) == 0;
         ls->dict |= strcmp(o->name, ZR_DICT_FILE) == 0;
@@ -177,7 +183,21 @@ static int add_files(zr_store *s, const struct listing *ls)
         if ((rc = zr_ftable_add_sized(&s->segs, (uint32_t)g, ls->loc[g])) != 0)
             return rc;
     }
+    /* Each read checks that its object is the one listed. */
+    uint32_t nc = atomic_load(&s->chunks.count), ns = atomic_load(&s->segs.count);
+    if (!(s->etags = zr_calloc((size_t)nc + ns + 1, sizeof *s->etags)))
+        return zr_err(ZR_ENOMEM, "%s: the ETags of %u files", s->path, nc + ns);
+    for (uint32_t c = 0; c < nc; c++)
+        memcpy(s->etags[c], ls->chunk_etag[c], sizeof s->etags[c]);
+    for (uint32_t g = 0; g < ns; g++)
+        memcpy(s->etags[nc + g], ls->loc_etag[g], sizeof s->etags[nc + g]);
     return 0;
+}
+
+const char *zr_remote_etag(const zr_store *s, const struct zr_ftable *t, uint32_t id)
+{
+    uint32_t nc = atomic_load_explicit(&s->chunks.count, memory_order_relaxed);
+    return s->etags ? s->etags[t == &s->chunks ? id : nc + id] : NULL;
 }
 
 /* The cache's bound: LOADERX_CACHE_SIZE, in bytes or with a suffix K, M,
@@ -228,6 +248,8 @@ int zr_remote_open(zr_store *s)
         rc = add_files(s, &ls);
     zr_free(ls.chunk);
     zr_free(ls.loc);
+    zr_free(ls.chunk_etag);
+    zr_free(ls.loc_etag);
     /* Without ETags a store pushed again with the same sizes could not be
      * told from the one cached: such a store is read without the cache. */
     const char *dir = getenv("LOADERX_CACHE_DIR");
@@ -251,6 +273,8 @@ int zr_remote_open(zr_store *s)
 
 void zr_remote_close(zr_store *s)
 {
+    zr_free(s->etags);
+    s->etags = NULL;
     zr_rcache_free(s);
     zr_s3_close(s->remote);
     s->remote = NULL;
@@ -330,7 +354,8 @@ static int fetch_direct(zr_store *s, struct zr_ftable *t, struct zr_piece *p, si
         req[m] = (struct request){.first = k, .count = 1};
         snprintf(req[m].name, sizeof req[m].name, "%u.%s", p[k].file, t->suffix);
         r[m] = (struct zr_s3_range){.name = req[m].name, .off = p[k].off, .len = p[k].len,
-                                    .to = p[k].to, .tag = m};
+                                    .to = p[k].to, .tag = m,
+                                    .etag = zr_remote_etag(s, t, p[k].file)};
         m++;
     }
     *reads = m;

@@ -272,6 +272,18 @@ static int range_finish(struct op *op, struct xfer *x)
         return zr_err(ZR_ECORRUPT, "GET %s: the object is shorter than %llu bytes (%llu of "
                                    "bytes %llu-%llu)",
                       x->disp, b + 1, (unsigned long long)x->got, a, b);
+    if (r->etag && r->etag[0]) {
+        const char *t = x->etag;
+        size_t tl = strlen(t);
+        if (tl >= 2 && t[0] == '"' && t[tl - 1] == '"') {
+            t++;
+            tl -= 2;
+        }
+        if (tl != strlen(r->etag) || memcmp(t, r->etag, tl) != 0)
+            return zr_err(ZR_ECORRUPT, "GET %s: the object changed since it was listed (ETag %s, "
+                          "not %s): a store pushed again is opened again", x->disp, x->etag,
+                          r->etag);
+    }
     return g->done ? g->done(g->arg, r) : 0;
 }
 

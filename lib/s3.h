@@ -100,6 +100,8 @@ struct zr_s3_range {
     uint64_t len;
     uint8_t *to;
     size_t tag;
+    const char *etag; /* the object's ETag as listed (no quotes), checked against the
+                       * answer's: another is ZR_ECORRUPT; NULL or "": not checked */
 };
 
 /* Called on the calling thread once range r's bytes are all in place;

@@ -435,11 +435,21 @@ START_TEST(cache_sees_a_store_pushed_again)
     upload(dir, url, NULL);
     char *cache = zt_path("cache");
     setenv("LOADERX_CACHE_DIR", cache, 1);
-    zr_store *r;
+    zr_store *r, *before;
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     zt_check_dense_all(r, 7);
     zr_close(r);
+    /* A handle without the cache, opened before the push, finds the
+     * objects changed under it instead of mixing two stores. */
+    unsetenv("LOADERX_CACHE_DIR");
+    ZR_OK_CALL(zr_open(&before, url, ZR_RDONLY));
+    setenv("LOADERX_CACHE_DIR", cache, 1);
     upload_inverted(dir, url);
+    uint64_t some[] = {5, 250};
+    uint8_t two[2 * 2048];
+    ZR_FAIL_CALL(zr_gather_dense(before, some, 2, two), ZR_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "changed"));
+    zr_close(before);
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     uint64_t idx[] = {0, 1, 150, 299};
     uint8_t got[4 * 2048];
