@@ -108,6 +108,7 @@ struct zr_store {
     struct zr_s3 *remote; /* a store in an object store (remote.c), or NULL */
     struct zr_rcache *rcache; /* its local cache (rcache.c), or NULL */
     char (*etags)[72];        /* remote: the ETags of its chunk files, then of its segments */
+    struct zr_tcache *tcache; /* remote without a cache folder: its record table, kept (remote.c) */
 
     struct zr_identity id;
     uint64_t width; /* Dense record bytes; 0 for Ragged */

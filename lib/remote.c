@@ -31,6 +31,10 @@
 /* The bound of a cache folder unless LOADERX_CACHE_SIZE says otherwise. */
 #define DEFAULT_CACHE_BYTES ((uint64_t)8 << 30)
 
+/* The record table kept in memory (below). */
+static int tcache_make(zr_store *s);
+static void tcache_free(zr_store *s);
+
 /* The id N of a name "N.suffix" in canonical decimal, or -1. */
 static int64_t file_id(const char *name, const char *suffix)
 {
@@ -258,6 +262,8 @@ int zr_remote_open(zr_store *s)
         if ((rc = cache_bound(&max)) == 0)
             rc = zr_rcache_attach(s, dir, max, ls.version);
     }
+    if (rc == 0 && !s->rcache)
+        rc = tcache_make(s);
     if (rc != 0)
         return rc;
     /* A remote handle always plans its reads (readmode.c asks no more);
@@ -273,6 +279,7 @@ int zr_remote_open(zr_store *s)
 
 void zr_remote_close(zr_store *s)
 {
+    tcache_free(s);
     zr_free(s->etags);
     s->etags = NULL;
     zr_rcache_free(s);
@@ -388,6 +395,155 @@ out:
     return rc;
 }
 
+/* ---- the record table, kept in memory ---------------------------------- */
+
+/* Without a cache folder, a remote store's record table is kept in
+ * memory in blocks of TABLE_BLOCK bytes, fetched whole as entries in them
+ * are first asked for, in a direct-mapped table of LOADERX_S3_TABLE_CACHE
+ * bytes (64 MiB by default, 0: none): the entries of later batches then
+ * come without a request, so that a random batch of a Ragged or
+ * compressed store costs a request per record, not two. */
+#define TABLE_BLOCK (64u << 10)
+#define DEFAULT_TABLE_CACHE ((uint64_t)64 << 20)
+
+struct tslot {
+    uint64_t key; /* segment << 32 | block, + 1; 0: empty */
+    uint8_t *bytes;
+};
+
+struct zr_tcache {
+    pthread_mutex_t lock;
+    struct tslot *slot;
+    size_t nslots;
+};
+
+static int tcache_make(zr_store *s)
+{
+    const char *env = getenv("LOADERX_S3_TABLE_CACHE");
+    uint64_t bytes = DEFAULT_TABLE_CACHE;
+    if (env && *env) {
+        char *end;
+        bytes = env[0] >= '0' && env[0] <= '9' ? strtoull(env, &end, 10) : 1;
+        if (env[0] < '0' || env[0] > '9' || *end)
+            return zr_err(ZR_EINVAL, "LOADERX_S3_TABLE_CACHE must be a number of bytes, not "
+                          "\"%s\"", env);
+    }
+    size_t n = (size_t)(bytes / TABLE_BLOCK);
+    if (n == 0)
+        return 0;
+    struct zr_tcache *tc = zr_calloc(1, sizeof *tc);
+    if (!tc || !(tc->slot = zr_calloc(n, sizeof *tc->slot))) {
+        zr_free(tc);
+        return zr_err(ZR_ENOMEM, "%s: a table of %zu blocks", s->path, n);
+    }
+    tc->nslots = n;
+    pthread_mutex_init(&tc->lock, NULL);
+    s->tcache = tc;
+    return 0;
+}
+
+static void tcache_free(zr_store *s)
+{
+    struct zr_tcache *tc = s->tcache;
+    if (!tc)
+        return;
+    for (size_t k = 0; k < tc->nslots; k++)
+        zr_free(tc->slot[k].bytes);
+    zr_free(tc->slot);
+    pthread_mutex_destroy(&tc->lock);
+    zr_free(tc);
+    s->tcache = NULL;
+}
+
+static uint64_t tkey(const struct zr_piece *p)
+{
+    return ((uint64_t)p->file << 32 | p->off / TABLE_BLOCK) + 1;
+}
+
+static struct tslot *tslot_of(struct zr_tcache *tc, uint64_t key)
+{
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32; /* the segment is in the key's high half */
+    return &tc->slot[h % tc->nslots];
+}
+
+/* Copy piece p (inside one block) out of the kept table; false if its
+ * block is not kept. Under the table's lock. */
+static bool tcache_copy(struct zr_tcache *tc, const struct zr_piece *p)
+{
+    uint64_t key = tkey(p);
+    struct tslot *sl = tslot_of(tc, key);
+    if (sl->key != key)
+        return false;
+    memcpy(p->to, sl->bytes + p->off % TABLE_BLOCK, p->len);
+    return true;
+}
+
+static int block_cmp(const void *x, const void *y)
+{
+    const struct zr_piece *a = x, *b = y;
+    return a->tag < b->tag ? -1 : a->tag > b->tag;
+}
+
+/* Read the entries p[0..n) (each inside one block) through the kept
+ * table: those of kept blocks copied, the blocks of the others fetched
+ * whole, kept, and copied from. */
+static int read_table(zr_store *s, struct zr_piece *p, size_t n, size_t *reads)
+{
+    struct zr_tcache *tc = s->tcache;
+    struct zr_piece *blk = zr_malloc((n ? n : 1) * sizeof *blk);
+    size_t *miss = zr_malloc((n ? n : 1) * sizeof *miss);
+    size_t m = 0, nb = 0;
+    int rc = blk && miss ? 0 : zr_err(ZR_ENOMEM, "%s: reading %zu entries", s->path, n);
+    pthread_mutex_lock(&tc->lock);
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        if (!tcache_copy(tc, &p[k]))
+            miss[m++] = k;
+    pthread_mutex_unlock(&tc->lock);
+    /* The distinct blocks of the missing entries, by key (in tag). */
+    for (size_t j = 0; rc == 0 && j < m; j++) {
+        const struct zr_piece *q = &p[miss[j]];
+        uint64_t off = q->off / TABLE_BLOCK * TABLE_BLOCK;
+        uint64_t size = atomic_load(&zr_ftable_at(&s->segs, q->file)->size);
+        blk[nb++] = (struct zr_piece){.file = q->file, .off = off,
+                                      .len = (uint32_t)ZR_MIN((uint64_t)TABLE_BLOCK, size - off),
+                                      .tag = (size_t)tkey(q)};
+    }
+    qsort(blk, nb, sizeof *blk, block_cmp);
+    size_t u = 0;
+    for (size_t j = 0; j < nb; j++)
+        if (u == 0 || blk[u - 1].tag != blk[j].tag)
+            blk[u++] = blk[j];
+    nb = u;
+    for (size_t j = 0; rc == 0 && j < nb; j++)
+        if (!(blk[j].to = zr_malloc(TABLE_BLOCK)))
+            rc = zr_err(ZR_ENOMEM, "%s: a block of the record table", s->path);
+    if (rc == 0 && nb > 0)
+        rc = fetch_direct(s, &s->segs, blk, nb, NULL, NULL, reads);
+    if (rc == 0 && nb > 0) {
+        qsort(blk, nb, sizeof *blk, block_cmp); /* fetch_direct sorted them by offset */
+        for (size_t j = 0; j < m; j++) {
+            const struct zr_piece *q = &p[miss[j]];
+            struct zr_piece key = {.tag = (size_t)tkey(q)};
+            const struct zr_piece *b = bsearch(&key, blk, nb, sizeof *blk, block_cmp);
+            memcpy(q->to, b->to + q->off % TABLE_BLOCK, q->len);
+        }
+        pthread_mutex_lock(&tc->lock);
+        for (size_t j = 0; j < nb; j++) {
+            struct tslot *sl = tslot_of(tc, blk[j].tag);
+            zr_free(sl->bytes);
+            *sl = (struct tslot){.key = blk[j].tag, .bytes = blk[j].to};
+            blk[j].to = NULL;
+        }
+        pthread_mutex_unlock(&tc->lock);
+    }
+    for (size_t j = 0; blk && j < nb; j++)
+        zr_free(blk[j].to);
+    zr_free(blk);
+    zr_free(miss);
+    return rc;
+}
+
 int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t n,
                    zr_piece_fn done, void *arg, struct zr_plan_stats *st)
 {
@@ -396,6 +552,19 @@ int zr_remote_read(zr_store *s, struct zr_ftable *t, struct zr_piece *p, size_t 
     if (n == 0)
         return 0;
     size_t reads = 0;
+    /* Entries (the planned reads' pieces of the table are single ones)
+     * come through the kept table; larger pieces, a scan's, do not. */
+    bool entries = !s->rcache && s->tcache && t == &s->segs;
+    for (size_t k = 0; entries && k < n; k++)
+        entries = p[k].len == ZR_LOC_SIZE && p[k].off % ZR_LOC_SIZE == 0;
+    if (entries) {
+        int rc = read_table(s, p, n, &reads);
+        for (size_t k = 0; rc == 0 && done && k < n; k++)
+            rc = done(arg, &p[k]);
+        if (st)
+            st->reads = reads;
+        return rc;
+    }
     if (!s->rcache) {
         int rc = fetch_direct(s, t, p, n, done, arg, &reads);
         if (st)

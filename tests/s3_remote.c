@@ -542,6 +542,47 @@ START_TEST(cache_stays_near_its_bound)
 }
 END_TEST
 
+/* Without a cache folder, the record table is kept in memory: a batch of
+ * a Ragged store gathered again sends a request per record only (its
+ * entries are kept), where the first sent those and its entries' too;
+ * LOADERX_S3_TABLE_CACHE=0 keeps nothing. */
+START_TEST(remote_keeps_the_record_table)
+{
+    uint64_t n = 600;
+    char *dir = make_store("s", true, ZR_CODEC_ZSTD, 14, n);
+    char *url = remote_url("table");
+    upload(dir, url, NULL);
+    /* Entries of other segments (64 entries each): none shares a request. */
+    uint64_t idx[6] = {3, 130, 257, 384, 511, 599}, records = 0;
+    for (int kept = 1; kept >= 0; kept--) {
+        if (!kept)
+            setenv("LOADERX_S3_TABLE_CACHE", "0", 1);
+        zr_store *r;
+        ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
+        uint64_t a = requests(r);
+        zt_check_ragged_idx(r, 14, idx, 6, 2, 40);
+        uint64_t b = requests(r);
+        zt_check_ragged_idx(r, 14, idx, 6, 2, 40);
+        uint64_t c = requests(r);
+        /* A Ragged batch reads its entries for its sizes, then for the
+         * gather: kept, the second batch sends only the records' requests
+         * (some records may share one); not kept, 6 more for the entries,
+         * twice. */
+        if (kept) {
+            records = c - b;
+            ck_assert_uint_ge(records, 1);
+            ck_assert_uint_eq(b - a, records + 6);
+        } else {
+            ck_assert_uint_eq(c - b, records + 12);
+        }
+        zr_close(r);
+    }
+    unsetenv("LOADERX_S3_TABLE_CACHE");
+    free(url);
+    free(dir);
+}
+END_TEST
+
 /* A remote handle used on both sides of fork(): each process gets its
  * own records, over connections of its own (records at the same offset
  * of different chunks would come back swapped over shared ones). */
@@ -654,6 +695,7 @@ int main(void)
     tcase_add_test(tc, cache_stays_near_its_bound);
     tcase_add_test(tc, cache_sees_a_store_pushed_again);
     tcase_add_test(tc, remote_handle_survives_fork);
+    tcase_add_test(tc, remote_keeps_the_record_table);
     tcase_add_test(tc, remote_trains_a_dictionary);
     tcase_add_test(tc, cache_under_a_descriptor_limit);
     suite_add_tcase(s, tc);
