@@ -217,6 +217,9 @@ int zr_ftable_add_sized(struct zr_ftable *t, uint32_t id, uint64_t size);
  * zr_remote_read reads pieces as zr_plan_read does, with ranged GETs. */
 int zr_remote_open(zr_store *s);
 void zr_remote_close(zr_store *s);
+/* Around fork() (tables.c): take (before) and give back the lock of a
+ * remote handle's kept record table. */
+void zr_tcache_fork(zr_store *s, bool before);
 /* The ETag the listing gave file id of table t of remote handle s. */
 const char *zr_remote_etag(const zr_store *s, const struct zr_ftable *t, uint32_t id);
 

@@ -428,8 +428,14 @@ static int tcache_make(zr_store *s)
             return zr_err(ZR_EINVAL, "LOADERX_S3_TABLE_CACHE must be a number of bytes, not "
                           "\"%s\"", env);
     }
+    /* Kept only where the whole table fits: a table many times the bound
+     * would have each entry cost a block's bytes, for little reuse. */
+    uint64_t table = 0;
+    uint32_t nsegs = atomic_load(&s->segs.count);
+    for (uint32_t g = 0; g < nsegs; g++)
+        table += atomic_load(&zr_ftable_at(&s->segs, g)->size);
     size_t n = (size_t)(bytes / TABLE_BLOCK);
-    if (n == 0)
+    if (n == 0 || table > bytes)
         return 0;
     struct zr_tcache *tc = zr_calloc(1, sizeof *tc);
     if (!tc || !(tc->slot = zr_calloc(n, sizeof *tc->slot))) {
@@ -438,7 +444,10 @@ static int tcache_make(zr_store *s)
     }
     tc->nslots = n;
     pthread_mutex_init(&tc->lock, NULL);
+    /* Under the cache's lock, which the fork handlers hold (tables.c). */
+    pthread_mutex_lock(&s->cache.lock);
     s->tcache = tc;
+    pthread_mutex_unlock(&s->cache.lock);
     return 0;
 }
 
@@ -479,10 +488,14 @@ static bool tcache_copy(struct zr_tcache *tc, const struct zr_piece *p)
     return true;
 }
 
-static int block_cmp(const void *x, const void *y)
+void zr_tcache_fork(zr_store *s, bool before)
 {
-    const struct zr_piece *a = x, *b = y;
-    return a->tag < b->tag ? -1 : a->tag > b->tag;
+    if (!s->tcache)
+        return;
+    if (before)
+        pthread_mutex_lock(&s->tcache->lock);
+    else
+        pthread_mutex_unlock(&s->tcache->lock);
 }
 
 /* Read the entries p[0..n) (each inside one block) through the kept
@@ -500,19 +513,18 @@ static int read_table(zr_store *s, struct zr_piece *p, size_t n, size_t *reads)
         if (!tcache_copy(tc, &p[k]))
             miss[m++] = k;
     pthread_mutex_unlock(&tc->lock);
-    /* The distinct blocks of the missing entries, by key (in tag). */
+    /* The distinct blocks of the missing entries, by segment and offset. */
     for (size_t j = 0; rc == 0 && j < m; j++) {
         const struct zr_piece *q = &p[miss[j]];
         uint64_t off = q->off / TABLE_BLOCK * TABLE_BLOCK;
         uint64_t size = atomic_load(&zr_ftable_at(&s->segs, q->file)->size);
         blk[nb++] = (struct zr_piece){.file = q->file, .off = off,
-                                      .len = (uint32_t)ZR_MIN((uint64_t)TABLE_BLOCK, size - off),
-                                      .tag = (size_t)tkey(q)};
+                                      .len = (uint32_t)ZR_MIN((uint64_t)TABLE_BLOCK, size - off)};
     }
-    qsort(blk, nb, sizeof *blk, block_cmp);
+    qsort(blk, nb, sizeof *blk, piece_cmp);
     size_t u = 0;
     for (size_t j = 0; j < nb; j++)
-        if (u == 0 || blk[u - 1].tag != blk[j].tag)
+        if (u == 0 || piece_cmp(&blk[u - 1], &blk[j]) != 0)
             blk[u++] = blk[j];
     nb = u;
     for (size_t j = 0; rc == 0 && j < nb; j++)
@@ -521,18 +533,19 @@ static int read_table(zr_store *s, struct zr_piece *p, size_t n, size_t *reads)
     if (rc == 0 && nb > 0)
         rc = fetch_direct(s, &s->segs, blk, nb, NULL, NULL, reads);
     if (rc == 0 && nb > 0) {
-        qsort(blk, nb, sizeof *blk, block_cmp); /* fetch_direct sorted them by offset */
+        /* fetch_direct keeps them sorted by segment and offset. */
         for (size_t j = 0; j < m; j++) {
             const struct zr_piece *q = &p[miss[j]];
-            struct zr_piece key = {.tag = (size_t)tkey(q)};
-            const struct zr_piece *b = bsearch(&key, blk, nb, sizeof *blk, block_cmp);
+            struct zr_piece key = {.file = q->file, .off = q->off / TABLE_BLOCK * TABLE_BLOCK};
+            const struct zr_piece *b = bsearch(&key, blk, nb, sizeof *blk, piece_cmp);
             memcpy(q->to, b->to + q->off % TABLE_BLOCK, q->len);
         }
         pthread_mutex_lock(&tc->lock);
         for (size_t j = 0; j < nb; j++) {
-            struct tslot *sl = tslot_of(tc, blk[j].tag);
+            uint64_t key = tkey(&blk[j]);
+            struct tslot *sl = tslot_of(tc, key);
             zr_free(sl->bytes);
-            *sl = (struct tslot){.key = blk[j].tag, .bytes = blk[j].to};
+            *sl = (struct tslot){.key = key, .bytes = blk[j].to};
             blk[j].to = NULL;
         }
         pthread_mutex_unlock(&tc->lock);

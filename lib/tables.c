@@ -146,6 +146,7 @@ static void fork_prepare(void)
         pthread_mutex_lock(&s->cache.lock);
         if (s->rcache)
             zr_rcache_fork_prepare(s);
+        zr_tcache_fork(s, true);
         if (s->remote)
             zr_s3_fork_prepare(s->remote);
     }
@@ -156,6 +157,7 @@ static void fork_parent(void)
     for (zr_store *s = live; s; s = s->cache.next) {
         if (s->remote)
             zr_s3_fork_parent(s->remote);
+        zr_tcache_fork(s, false);
         if (s->rcache)
             zr_rcache_fork_done(s);
         pthread_mutex_unlock(&s->cache.lock);
@@ -182,6 +184,7 @@ static void fork_child(void)
         pthread_cond_init(&c->unpinned, NULL);
         if (s->remote)
             zr_s3_fork_child(s->remote);
+        zr_tcache_fork(s, false);
         if (s->rcache)
             zr_rcache_fork_done(s);
         pthread_mutex_unlock(&c->lock);
