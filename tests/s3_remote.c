@@ -110,10 +110,31 @@ static char *make_store(const char *name, bool ragged, int codec, uint64_t seed,
     return path;
 }
 
+/* A store made by make_store (its folder in *dir) and uploaded under a
+ * prefix of its own; its s3:// address. */
+static char *pushed(const char *name, bool ragged, int codec, uint64_t seed, uint64_t n,
+                    char **dir)
+{
+    *dir = make_store("s", ragged, codec, seed, n);
+    char *url = remote_url(name);
+    upload(*dir, url, NULL);
+    return url;
+}
+
 static void setup(void)
 {
     zt_setup();
     zr_testing_set_geometry(CHUNK, SEG);
+}
+
+/* The settings a test may have made go with it. */
+static void teardown(void)
+{
+    unsetenv("LOADERX_CACHE_DIR");
+    unsetenv("LOADERX_CACHE_BLOCK");
+    unsetenv("LOADERX_CACHE_SIZE");
+    unsetenv("LOADERX_S3_TABLE_CACHE");
+    zt_teardown();
 }
 
 /* Every record, batches with repeats across chunk and segment ends,
@@ -123,9 +144,8 @@ START_TEST(remote_reads_what_was_written)
     bool ragged = _i >= 3;
     int codec = codecs[_i % 3];
     uint64_t seed = 500 + (uint64_t)_i, n = 700;
-    char *dir = make_store("s", ragged, codec, seed, n);
-    char *url = remote_url("whole");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("whole", ragged, codec, seed, n, &dir);
 
     zr_store *r, *l;
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
@@ -185,9 +205,8 @@ END_TEST
 
 START_TEST(remote_opens_read_only)
 {
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 1, 40);
-    char *url = remote_url("ro");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("ro", false, ZR_CODEC_RAW, 1, 40, &dir);
     zr_store *r;
     ZR_FAIL_CALL(zr_open(&r, url, ZR_RDWR), ZR_EROFS);
     ck_assert_ptr_nonnull(strstr(zr_last_error(), "read-only"));
@@ -226,9 +245,8 @@ END_TEST
  * lists them. */
 START_TEST(remote_damage_is_reported)
 {
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 3, 100);
-    char *url = remote_url("damage");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("damage", false, ZR_CODEC_RAW, 3, 100, &dir);
     struct zr_s3 *c;
     ZR_OK_CALL(zr_s3_open(&c, url));
     ZR_OK_CALL(zr_s3_delete(c, "1.chunk"));
@@ -262,9 +280,8 @@ END_TEST
  * message. */
 START_TEST(remote_access_errors)
 {
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 4, 10);
-    char *url = remote_url("access");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("access", false, ZR_CODEC_RAW, 4, 10, &dir);
     zr_store *r;
     char *secret = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
     setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-do-not-print", 1);
@@ -359,9 +376,8 @@ START_TEST(cache_serves_what_it_fetched)
     bool ragged = _i >= 3;
     int codec = codecs[_i % 3];
     uint64_t seed = 600 + (uint64_t)_i, n = 500;
-    char *dir = make_store("s", ragged, codec, seed, n);
-    char *url = remote_url("cache");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("cache", ragged, codec, seed, n, &dir);
     char *cache = zt_path("cache");
     setenv("LOADERX_CACHE_DIR", cache, 1);
     setenv("LOADERX_CACHE_BLOCK", "4096", 1);
@@ -416,8 +432,6 @@ START_TEST(cache_serves_what_it_fetched)
     else
         zt_check_dense_idx(r, seed, idx, 200);
     zr_close(r);
-    unsetenv("LOADERX_CACHE_BLOCK");
-    unsetenv("LOADERX_CACHE_DIR");
     free(cache);
     free(url);
     free(dir);
@@ -430,9 +444,8 @@ END_TEST
 START_TEST(cache_sees_a_store_pushed_again)
 {
     uint64_t n = 300;
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 7, n);
-    char *url = remote_url("again");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("again", false, ZR_CODEC_RAW, 7, n, &dir);
     char *cache = zt_path("cache");
     setenv("LOADERX_CACHE_DIR", cache, 1);
     zr_store *r, *before;
@@ -460,7 +473,6 @@ START_TEST(cache_sees_a_store_pushed_again)
             ck_assert_uint_eq(got[k * 2048 + j], (uint8_t)~((uint8_t *)want)[idx[k] * 2048 + j]);
     free(want);
     zr_close(r);
-    unsetenv("LOADERX_CACHE_DIR");
     free(cache);
     free(url);
     free(dir);
@@ -495,9 +507,8 @@ static uint64_t unlinked_held(const char *dir)
 START_TEST(cache_stays_near_its_bound)
 {
     uint64_t n = 2000;
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 9, n); /* 4 MB, 63 chunks */
-    char *url = remote_url("bound");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("bound", false, ZR_CODEC_RAW, 9, n, &dir); /* 4 MB, 63 chunks */
     char *cache = zt_path("cache");
     setenv("LOADERX_CACHE_DIR", cache, 1);
     setenv("LOADERX_CACHE_BLOCK", "4096", 1);
@@ -533,9 +544,6 @@ START_TEST(cache_stays_near_its_bound)
     zr_close(r);
     setenv("LOADERX_CACHE_SIZE", "12X", 1);
     ZR_FAIL_CALL(zr_open(&r, url, ZR_RDONLY), ZR_EINVAL);
-    unsetenv("LOADERX_CACHE_SIZE");
-    unsetenv("LOADERX_CACHE_BLOCK");
-    unsetenv("LOADERX_CACHE_DIR");
     free(cache);
     free(url);
     free(dir);
@@ -549,9 +557,8 @@ END_TEST
 START_TEST(remote_keeps_the_record_table)
 {
     uint64_t n = 600;
-    char *dir = make_store("s", true, ZR_CODEC_ZSTD, 14, n);
-    char *url = remote_url("table");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("table", true, ZR_CODEC_ZSTD, 14, n, &dir);
     /* Entries of other segments (64 entries each): none shares a request. */
     uint64_t idx[6] = {3, 130, 257, 384, 511, 599}, records = 0;
     for (int kept = 1; kept >= 0; kept--) {
@@ -577,7 +584,6 @@ START_TEST(remote_keeps_the_record_table)
         }
         zr_close(r);
     }
-    unsetenv("LOADERX_S3_TABLE_CACHE");
     free(url);
     free(dir);
 }
@@ -589,9 +595,8 @@ END_TEST
 START_TEST(remote_handle_survives_fork)
 {
     uint64_t n = 200;
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 11, n);
-    char *url = remote_url("fork");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("fork", false, ZR_CODEC_RAW, 11, n, &dir);
     zr_store *r;
     ZR_OK_CALL(zr_open(&r, url, ZR_RDONLY));
     uint64_t warm[] = {0, 100};
@@ -623,9 +628,8 @@ END_TEST
  * on the same records). */
 START_TEST(remote_trains_a_dictionary)
 {
-    char *dir = make_store("s", false, ZR_CODEC_ZSTD, 12, 400);
-    char *url = remote_url("dict");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("dict", false, ZR_CODEC_ZSTD, 12, 400, &dir);
     char *cache = zt_path("cache");
     zr_store *l;
     ZR_OK_CALL(zr_open(&l, dir, ZR_RDONLY));
@@ -646,7 +650,6 @@ START_TEST(remote_trains_a_dictionary)
         free(got);
         zr_close(r);
     }
-    unsetenv("LOADERX_CACHE_DIR");
     free(want);
     free(cache);
     free(url);
@@ -659,9 +662,8 @@ END_TEST
 START_TEST(cache_under_a_descriptor_limit)
 {
     uint64_t n = 2000;
-    char *dir = make_store("s", false, ZR_CODEC_RAW, 13, n);
-    char *url = remote_url("fds");
-    upload(dir, url, NULL);
+    char *dir;
+    char *url = pushed("fds", false, ZR_CODEC_RAW, 13, n, &dir);
     char *cache = zt_path("cache");
     setenv("LOADERX_CACHE_DIR", cache, 1);
     setenv("LOADERX_CACHE_BLOCK", "4096", 1);
@@ -672,8 +674,6 @@ START_TEST(cache_under_a_descriptor_limit)
     for (int pass = 0; pass < 2; pass++)
         zt_check_dense_all(r, 13);
     zr_close(r);
-    unsetenv("LOADERX_CACHE_BLOCK");
-    unsetenv("LOADERX_CACHE_DIR");
     free(cache);
     free(url);
     free(dir);
@@ -684,7 +684,7 @@ int main(void)
 {
     Suite *s = suite_create("s3_remote");
     TCase *tc = tcase_create("remote");
-    tcase_add_checked_fixture(tc, setup, zt_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, remote_reads_what_was_written, 0, 6);
     tcase_add_test(tc, remote_opens_read_only);

@@ -7,16 +7,9 @@
 # Run by tests/s3/run.sh, which gives the server's environment.
 set -euo pipefail
 
-: "${AWS_ENDPOINT_URL:?run through tests/s3/run.sh}" "${LOADERX_TEST_BUCKET:?}"
-PY=/usr/bin/python3
-zr=${top_builddir:-.}/src/zr
+. "$(dirname "$0")/lib.sh"
 [ -x "${top_builddir:-.}/src/.libs/zr" ] && zr=${top_builddir:-.}/src/.libs/zr
 export LD_LIBRARY_PATH="${top_builddir:-.}/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/s3-cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

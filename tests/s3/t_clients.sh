@@ -8,18 +8,7 @@
 # Run by tests/s3/run.sh, which gives the server's environment.
 set -euo pipefail
 
-PY=/usr/bin/python3
-
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-ok() {
-    echo "ok: $*"
-}
-
-: "${AWS_ENDPOINT_URL:?run through tests/s3/run.sh}" "${LOADERX_TEST_BUCKET:?}"
+. "$(dirname "$0")/lib.sh"
 command -v s3cmd >/dev/null || fail "s3cmd is missing (Debian package s3cmd)"
 "$PY" -c 'import boto3' 2>/dev/null || fail "$PY lacks boto3 (Debian package python3-boto3)"
 

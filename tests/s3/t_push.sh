@@ -14,22 +14,10 @@
 # Run by tests/s3/run.sh, which gives the server's environment.
 set -euo pipefail
 
-PY=/usr/bin/python3
-
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-ok() {
-    echo "ok: $*"
-}
-
-: "${AWS_ENDPOINT_URL:?run through tests/s3/run.sh}" "${LOADERX_TEST_BUCKET:?}"
+. "$(dirname "$0")/lib.sh"
 "$PY" -c 'import boto3, numpy' 2>/dev/null ||
     fail "$PY lacks boto3 or numpy (Debian packages python3-boto3 python3-numpy)"
 
-zr=${top_builddir:-.}/src/zr
 [ -x "$zr" ] || fail "$zr is not built"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/s3-push.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
