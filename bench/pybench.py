@@ -1122,9 +1122,10 @@ def report(args, res):
       "the same cores, a path that spends more CPU a batch gives fewer "
       "batches.")
     w("")
-    w("For records under 64 KiB an unmapped handle (`mmap=False`) reads "
-      "each record with a pread of its own, where a mapped one copies it "
-      "out of the mapping: CPU per batch "
+    w("For raw records under 64 KiB an unmapped handle (`mmap=False`) "
+      "copies from a mapping too, as long as they lie in the store's first "
+      "GiB (a pread costs about twice the copy; doc/performance.md): CPU "
+      "per batch "
       + ", ".join(f"{c[f'loaderx-nomap@{t}']:.2f} ms unmapped, "
                   f"{c[f'loaderx@{t}']:.2f} ms mapped and "
                   f"{c[f'numpy-loop@{t}']:.2f} ms for the NumPy loop at "
@@ -1132,19 +1133,16 @@ def report(args, res):
       + ", that is "
       + " and ".join(f"{1e3 * (c[f'loaderx-nomap@{t}'] - c[f'numpy-loop@{t}']) / args.batch:.1f} µs"
                      for t in SMALL)
-      + " more per record than the loop. The unmapped read path would "
-      "need fewer system calls per record (one submission for a batch's "
-      "reads) to meet the target; it is the library's gather that "
-      "chooses it.")
+      + " more per record than the loop.")
     w("")
     w("The small-record rows (`@4k`, `@32k`) read sets of their own: "
       + ", ".join(f"{small_records(args, t):,} records of uint8 "
                   f"({SMALL[t]},)" for t in SMALL)
       + f", with their int64 labels, batch {args.batch}, on the same disk "
       "and read whole before timing; the loaders are configured as the "
-      "rows without the suffix. A mapped handle copies records under 64 "
-      "KiB out of its mapping; an unmapped one (`mmap=False`) reads each "
-      "record with a pread of its own.")
+      "rows without the suffix. Both stores are under 1 GiB, so that an "
+      "unmapped handle (`mmap=False`) copies their records out of a "
+      "mapping as a mapped one does.")
     w("")
     fresh, again = res["stack_ms"]
     w(f"torch.stack, which the default collate uses, took {fresh:.0f} ms to "

@@ -200,6 +200,9 @@ void zr_tables_free(zr_store *s);
  * geometry it was written with. segment_entries must be a power of two.
  * Passing zeros restores the defaults. */
 void zr_testing_set_geometry(uint64_t chunk_capacity, uint64_t segment_entries);
+/* For tests: how many bytes at the start of a store a ZR_NOMAP handle
+ * maps for its small raw records (gather.c); 0 restores the default. */
+void zr_testing_set_nomap_mapped(uint64_t bytes);
 
 int zr_engine_create(zr_store **out, const char *path, const struct zr_identity *id,
                      const zr_create_opts *opts);

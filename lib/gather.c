@@ -100,10 +100,28 @@ _Static_assert(DATA_AHEAD > 1, "gather_shard reads the next record's staged entr
  * one system call per record (doc/performance.md, "pread or the mapping"). */
 #define PREAD_MIN_RAW (64u << 10)
 
+/* A ZR_NOMAP handle still copies raw records under PREAD_MIN_RAW from the
+ * mapping when they lie in the store's first NOMAP_MAPPED bytes: the
+ * kernel's read costs about twice a copy from mapped pages for records of
+ * 4-32 KiB, system call or io_uring alike, and the bound keeps what the
+ * handle maps, hence its resident set, from growing with the store
+ * (doc/performance.md, "pread or the mapping"). */
+#define NOMAP_MAPPED ((uint64_t)1 << 30)
+static uint64_t g_nomap_mapped = NOMAP_MAPPED;
+
+void zr_testing_set_nomap_mapped(uint64_t bytes)
+{
+    g_nomap_mapped = bytes ? bytes : NOMAP_MAPPED;
+}
+
 /* Whether record l is read with pread rather than from the mapping. */
 static inline bool by_pread(const zr_store *s, const struct zr_loc *l)
 {
-    return s->nomap || (s->codec == ZR_CODEC_RAW && l->phys_length >= PREAD_MIN_RAW);
+    if (s->codec != ZR_CODEC_RAW)
+        return s->nomap;
+    if (l->phys_length >= PREAD_MIN_RAW)
+        return true;
+    return s->nomap && (uint64_t)l->chunk_id * s->chunk_cap + l->offset + l->phys_length > g_nomap_mapped;
 }
 
 /* How much of a record is asked for ahead of its copy. A small record

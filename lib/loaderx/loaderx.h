@@ -83,13 +83,15 @@ extern "C" {
 #define ZR_RDONLY 0
 #define ZR_RDWR 1
 /* Or'd into zr_open's mode: gathers read records with pread(2) instead of
- * through a mapping of the chunks, so the process maps none of the
- * store's pages and its resident set does not grow with the records it
- * reads (the pages stay in the kernel's page cache, shared). It costs a
- * system call per record: on small records a mapped gather is faster.
- * Without it, raw records of 64 KiB or more are read with pread all the
- * same (the kernel's copy does not take a TLB miss per page); smaller and
- * compressed records are read through the mapping. */
+ * through a mapping of the chunks, so that the process's resident set does
+ * not grow with the records it reads (the pages stay in the kernel's page
+ * cache, shared). Raw records under 64 KiB that lie in the store's first
+ * GiB are the exception: the kernel's read of one costs about twice a copy
+ * from the mapping, so they are still copied from it, and the handle maps
+ * at most that GiB. Without ZR_NOMAP, raw records of 64 KiB or more are
+ * read with pread all the same (the kernel's copy does not take a TLB miss
+ * per page); smaller and compressed records are read through the
+ * mapping. */
 #define ZR_NOMAP 2
 
 /* Dictionary training tiers: dictionary size / training sample budget. */

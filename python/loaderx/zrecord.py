@@ -247,8 +247,10 @@ class _Store:
         With mmap=False, reads copy records out of the page cache with
         pread instead of through a mapping, so the process's resident set
         does not grow with the store (what top and ps call RSS counts every
-        mapped page a process has touched); a mapped read is faster for
-        small records. Raw records of 64 KiB or more are read with pread
+        mapped page a process has touched). Raw records under 64 KiB in the
+        store's first GiB are still copied from a mapping, where a pread
+        would cost about twice as much: such a handle maps at most 1 GiB of
+        the store. Raw records of 64 KiB or more are read with pread
         either way.
         """
         out = ffi.new("zr_store **")
