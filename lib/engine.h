@@ -130,6 +130,11 @@ struct zr_store {
     _Atomic unsigned cached_streak;
     _Atomic unsigned streak_needed; /* grows while the files are not resident */
     _Atomic uint64_t probe_at;
+    /* Whether planned reads of large runs bypass the page cache
+     * (zr_read_direct), as worked out when the store had direct_at - 1
+     * chunk files (0: not yet). */
+    _Atomic bool direct;
+    _Atomic uint32_t direct_at;
 
     /* Dense raw stores: records 0..laid_out-1 are known to lie where
      * appends lay them out, record j at byte (j % per_chunk) * width of
@@ -333,6 +338,14 @@ int zr_range_locs(zr_store *s, uint64_t first, size_t n, struct zr_loc *locs, bo
 
 /* Whether the next gather of s plans its reads (readmode.c). */
 bool zr_gather_plans(zr_store *s);
+
+/* Whether planned reads of the chunks of local store s read their large
+ * runs with O_DIRECT: when its files are many times the memory the
+ * process may use (readmode.c). */
+bool zr_read_direct(zr_store *s);
+/* For tests: 1 reads every local store so, 0 none, -1 decides as above
+ * (the default; LOADERX_DIRECT=0 or 1 in the environment sets the same). */
+void zr_testing_set_direct(int direct);
 
 /* Whether the files of s are (1) or are not (0) nearly all in the page
  * cache, -1 where the kernel cannot tell (tables.c). */

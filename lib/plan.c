@@ -14,7 +14,12 @@
  * cached at once, inside the submission, and starts the disk for the
  * others without blocking. That tells the caller, for free, how much of a
  * batch was in memory (zr_plan_stats), which gather.c uses to choose its
- * path for the next batch.
+ * path for the next batch. The exception is a store many times the
+ * memory (zr_read_direct): its runs of DIRECT_MIN_RUN bytes or more are
+ * read with O_DIRECT, whole 4 KiB blocks into an aligned buffer of the
+ * run's own, from which its pieces are copied; a direct read that fails
+ * or comes back short is made again buffered, which tells a file's end
+ * from an error.
  *
  * A thread's ring is made on its first planned read and lives until the
  * thread exits. A process made by fork() shares its parent's rings, so a
@@ -29,6 +34,7 @@
  * one with none waits for another thread's to be put back.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +60,12 @@
 /* Below this many bytes a shard is not worth a thread of its own. */
 #define MIN_SHARD_BYTES (64u << 10)
 
+/* Runs this long are read with O_DIRECT where the store asks for it; the
+ * offsets, lengths and buffers of such reads are multiples of
+ * DIRECT_ALIGN, which every block device's logical block divides. */
+#define DIRECT_MIN_RUN (64u << 10)
+#define DIRECT_ALIGN 4096u
+
 struct run {
     uint32_t file;
     uint32_t count;   /* pieces */
@@ -62,6 +74,15 @@ struct run {
     uint64_t len;
     unsigned submit;  /* the submission of its shard that issued it */
     int fd;           /* the file's descriptor, pinned while the read is made */
+    uint8_t *stage;   /* a direct read's buffer (NULL: buffered), from byte */
+    uint64_t stage_off; /* stage_off of the file on */
+    int dfd;          /* and the O_DIRECT descriptor it is read with */
+};
+
+/* A file's O_DIRECT descriptor, opened for one planned read. */
+struct direct_fd {
+    uint32_t file;
+    int fd;
 };
 
 struct plan_ctx {
@@ -73,6 +94,10 @@ struct plan_ctx {
     size_t *cut;       /* shard k is runs [cut[k], cut[k + 1]) */
     zr_piece_fn done;
     void *arg;
+    bool direct;       /* large runs with O_DIRECT (zr_read_direct) */
+    pthread_mutex_t dfd_lock;
+    struct direct_fd *dfds; /* the files opened so, at most one per run */
+    size_t ndfds;
     _Atomic size_t cached;
     _Atomic int failed;
     _Atomic bool ended;
@@ -240,6 +265,71 @@ static int read_sync(struct plan_ctx *c, const struct run *r, uint64_t done)
     return 0;
 }
 
+/* The O_DIRECT descriptor of file `file` for this read, opened on first
+ * use; -1 where it cannot be had (a file system without O_DIRECT, no
+ * descriptor left), whose runs are then read buffered. */
+static int direct_fd(struct plan_ctx *c, uint32_t file)
+{
+    pthread_mutex_lock(&c->dfd_lock);
+    size_t k = 0;
+    while (k < c->ndfds && c->dfds[k].file != file)
+        k++;
+    if (k == c->ndfds) {
+        char name[32];
+        snprintf(name, sizeof name, "%u.%s", file, c->t->suffix);
+        int fd = zr_io.openat(c->s->dirfd, name, O_RDONLY | O_DIRECT | O_CLOEXEC, 0);
+        c->dfds[c->ndfds++] = (struct direct_fd){.file = file, .fd = fd};
+    }
+    int fd = c->dfds[k].fd;
+    pthread_mutex_unlock(&c->dfd_lock);
+    return fd;
+}
+
+/* Make run r a direct read if the plan reads large runs so and r is one:
+ * give it its aligned buffer and descriptor. */
+static void direct_prep(struct plan_ctx *c, struct run *r)
+{
+    r->stage = NULL;
+    if (!c->direct || r->len < DIRECT_MIN_RUN)
+        return;
+    int fd = direct_fd(c, r->file);
+    uint64_t from = r->off & ~(uint64_t)(DIRECT_ALIGN - 1);
+    uint64_t to = (r->off + r->len + DIRECT_ALIGN - 1) & ~(uint64_t)(DIRECT_ALIGN - 1);
+    void *buf;
+    if (fd < 0 || posix_memalign(&buf, DIRECT_ALIGN, (size_t)(to - from)) != 0)
+        return;
+    r->stage = buf;
+    r->stage_off = from;
+    r->dfd = fd;
+}
+
+static uint64_t stage_len(const struct run *r)
+{
+    return (r->off + r->len - r->stage_off + DIRECT_ALIGN - 1) & ~(uint64_t)(DIRECT_ALIGN - 1);
+}
+
+/* A direct read of run r ended with res: copy its pieces out of the
+ * buffer if it holds them all; returns res, or -EAGAIN to have the run
+ * read again buffered. */
+static int direct_done(struct plan_ctx *c, struct run *r, int res)
+{
+    uint64_t skip = r->off - r->stage_off;
+    if (res >= 0 && (uint64_t)res >= skip + r->len) {
+        const uint8_t *from = r->stage + skip;
+        for (uint32_t k = 0; k < r->count; k++) {
+            const struct iovec *v = &c->iov[r->first + k];
+            memcpy(v->iov_base, from, v->iov_len);
+            from += v->iov_len;
+        }
+        res = (int)r->len;
+    } else {
+        res = -EAGAIN;
+    }
+    free(r->stage);
+    r->stage = NULL;
+    return res;
+}
+
 /* Hand run r's pieces to the callback. */
 static void pieces_done(struct plan_ctx *c, const struct run *r)
 {
@@ -257,8 +347,10 @@ static void pieces_done(struct plan_ctx *c, const struct run *r)
 /* Run r's read ended with res (bytes, or -errno): finish it, put its
  * descriptor back and hand its pieces to the callback. A read the kernel
  * interrupted or could not start is made again with preadv. */
-static void run_finish(struct plan_ctx *c, const struct run *r, int res)
+static void run_finish(struct plan_ctx *c, struct run *r, int res)
 {
+    if (r->stage)
+        res = direct_done(c, r, res);
     if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
         run_put(c, r);
         return;
@@ -302,7 +394,9 @@ static void shard_sync(struct plan_ctx *c, size_t j, size_t b, size_t *cached)
 static void prep_run(struct io_uring_sqe *sqe, const struct plan_ctx *c, const struct run *r)
 {
     int fd = r->fd;
-    if (r->count == 1)
+    if (r->stage)
+        io_uring_prep_read(sqe, r->dfd, r->stage, (unsigned)stage_len(r), r->stage_off);
+    else if (r->count == 1)
         io_uring_prep_read(sqe, fd, c->iov[r->first].iov_base, (unsigned)r->len, r->off);
     else
         io_uring_prep_readv(sqe, fd, &c->iov[r->first], r->count, r->off);
@@ -366,6 +460,7 @@ static void plan_shard(void *arg, size_t k)
                 run_put(c, &c->runs[next]);
                 break;
             }
+            direct_prep(c, &c->runs[next]);
             prep_run(sqe, c, &c->runs[next]);
             io_uring_sqe_set_data64(sqe, next);
             c->runs[next].submit = submit + 1;
@@ -380,8 +475,11 @@ static void plan_shard(void *arg, size_t k)
              * ring is dropped once the others end, and they are read
              * without it (their descriptors are put back meanwhile). */
             if (took < queued) {
-                for (size_t j = next - (queued - took); j < next; j++)
+                for (size_t j = next - (queued - took); j < next; j++) {
+                    free(c->runs[j].stage);
+                    c->runs[j].stage = NULL;
                     run_put(c, &c->runs[j]);
+                }
                 next -= queued - took;
                 broken = true;
             }
@@ -392,7 +490,7 @@ static void plan_shard(void *arg, size_t k)
         while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
             int res;
             struct run *r = reap(c, ring, cqe, &res);
-            if (r->submit == submit)
+            if (r->submit == submit && !r->stage)
                 cached++;
             inflight--;
             any = true;
@@ -500,12 +598,19 @@ int zr_plan_read_local(zr_store *s, struct zr_ftable *t, struct zr_piece *p, siz
         total += p[i].len;
     size_t nruns = make_runs(&c, n);
     size_t shards = make_shards(&c, nruns, total);
+    c.direct = t == &s->chunks && !s->rcache && zr_read_direct(s) &&
+               (c.dfds = zr_malloc(nruns * sizeof *c.dfds));
+    pthread_mutex_init(&c.dfd_lock, NULL);
     pthread_mutex_init(&c.err_lock, NULL);
     if (shards == 1)
         plan_shard(&c, 0);
     else
         zr_pool_run(shards, plan_shard, &c);
     pthread_mutex_destroy(&c.err_lock);
+    pthread_mutex_destroy(&c.dfd_lock);
+    for (size_t k = 0; k < c.ndfds; k++)
+        if (c.dfds[k].fd >= 0)
+            zr_io.close(c.dfds[k].fd);
     if (st) {
         st->reads = nruns;
         st->cached = atomic_load(&c.cached);
@@ -520,5 +625,6 @@ out:
     zr_free(c.iov);
     zr_free(c.runs);
     zr_free(c.cut);
+    zr_free(c.dfds);
     return rc;
 }

@@ -14,7 +14,13 @@
  * and a mapped handle looks again once a second anyway: whether its files
  * are still in memory, which the kernel tells in one call a file.
  */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gather.h"
 
@@ -116,4 +122,102 @@ void zr_note_planned(zr_store *s, const struct zr_plan_stats *st)
         return;
     }
     read_mapped(s);
+}
+
+/* ---- reads that bypass the page cache ---------------------------------
+ *
+ * At random over a store many times the memory, the page cache can hold
+ * only a small share of what is read, and a buffered read pays for
+ * inserting pages and evicting others without that paying back: the
+ * kernel's buffered reads reach about two thirds of what the device gives
+ * to O_DIRECT (doc/cold-reads.md). Such a store's planned reads of large
+ * runs go around the page cache. A store that fits, or nearly, keeps
+ * buffered reads: its next epoch then finds it in memory. */
+#define DIRECT_FACTOR 4
+
+static int g_direct = -1; /* zr_testing_set_direct; -1: decide */
+static uint64_t g_memory; /* what the process may use, bytes */
+static pthread_once_t direct_once = PTHREAD_ONCE_INIT;
+
+/* The memory limit of this process's cgroup (v2 memory.max, v1
+ * memory.limit_in_bytes), or UINT64_MAX where none is set or readable. */
+static uint64_t cgroup_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return UINT64_MAX;
+    char line[4096], path[4200];
+    uint64_t limit = UINT64_MAX;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        const char *file = NULL, *group = NULL;
+        bool v1 = false;
+        if (strncmp(line, "0::", 3) == 0) {
+            file = "memory.max";
+            group = line + 3;
+        } else {
+            char *c = strchr(line, ':');
+            char *d = c ? strchr(c + 1, ':') : NULL;
+            if (!d || strncmp(c + 1, "memory", 6) != 0 || c + 7 != d)
+                continue;
+            file = "memory.limit_in_bytes";
+            group = d + 1;
+            v1 = true;
+        }
+        /* Inside a container the group's own path may not be there: its
+         * root is then the group. */
+        const char *dirs[] = {group, ""};
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/%s%s/%s", v1 ? "memory/" : "", dirs[k],
+                     file);
+            FILE *g = fopen(path, "r");
+            if (!g)
+                continue;
+            uint64_t v;
+            if (fscanf(g, "%" SCNu64, &v) == 1 && v < limit)
+                limit = v;
+            fclose(g);
+            break;
+        }
+    }
+    fclose(f);
+    return limit;
+}
+
+static void direct_setup(void)
+{
+    const char *env = getenv("LOADERX_DIRECT");
+    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0) && g_direct < 0)
+        g_direct = env[0] - '0';
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    g_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    uint64_t cg = cgroup_limit();
+    if (cg < g_memory)
+        g_memory = cg;
+}
+
+void zr_testing_set_direct(int direct)
+{
+    pthread_once(&direct_once, direct_setup);
+    g_direct = direct;
+}
+
+bool zr_read_direct(zr_store *s)
+{
+    pthread_once(&direct_once, direct_setup);
+    if (s->remote || g_direct == 0)
+        return false;
+    if (g_direct == 1)
+        return true;
+    /* Worked out again when the store gains a chunk file. */
+    uint32_t n = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
+    if (atomic_load_explicit(&s->direct_at, memory_order_acquire) == n + 1)
+        return atomic_load_explicit(&s->direct, memory_order_relaxed);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += atomic_load_explicit(&zr_ftable_at(&s->chunks, i)->size, memory_order_relaxed);
+    bool direct = g_memory != UINT64_MAX && total / DIRECT_FACTOR > g_memory;
+    atomic_store_explicit(&s->direct, direct, memory_order_relaxed);
+    atomic_store_explicit(&s->direct_at, n + 1, memory_order_release);
+    return direct;
 }

@@ -58,6 +58,10 @@
 #define MAXNDIM 2 /* Ragged records: 0 to 2 dimensions of 1..40 */
 #define MAXDIM 40
 
+/* The chunk capacity build() writes with: CHUNK_CAP, but where a test
+ * wants longer runs of neighbours. */
+static uint64_t build_cap = CHUNK_CAP;
+
 /* ---- the store's folder and its pages ------------------------------- */
 
 /* Pages of the open file fd in the page cache, from cachestat(2), or -1
@@ -233,6 +237,8 @@ static void cold_setup(void)
 
 static void cold_teardown(void)
 {
+    zr_testing_set_direct(-1);
+    build_cap = CHUNK_CAP;
     zt_nosync(0);
     zt_teardown();
 }
@@ -298,7 +304,7 @@ static int cmp_desc(const void *a, const void *b)
 static struct cold_store build(const struct config *c, uint64_t seed, uint64_t n)
 {
     struct cold_store cs = {.ragged = c->ragged, .codec = c->codec, .seed = seed};
-    zr_testing_set_geometry(CHUNK_CAP, SEG_ENTRIES);
+    zr_testing_set_geometry(build_cap, SEG_ENTRIES);
     zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = c->codec};
     const uint64_t shape[] = {DENSE_ROWS, 8};
     void *dict = NULL;
@@ -844,6 +850,104 @@ START_TEST(record_table_cut_short_is_corrupt_when_planned)
 }
 END_TEST
 
+/* ---- reads around the page cache ------------------------------------- */
+
+/* Pages of file `name` of dir in the page cache (-1: cannot tell), and in
+ * *total the pages it has. */
+static int64_t file_pages(const char *dir, const char *name, int64_t *total)
+{
+    char *p = zt_join(dir, name);
+    int fd = open(p, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    *total = (int64_t)((zt_file_size(p) + 4095) / 4096);
+    uint64_t dirty, wb;
+    int64_t n = cached_pages(fd, &dirty, &wb);
+    close(fd);
+    free(p);
+    return n;
+}
+
+/* Whether files of dir can be opened with O_DIRECT (not on tmpfs). */
+static bool folder_takes_odirect(const char *dir)
+{
+    char *p = zt_join(dir, "0.chunk");
+    int fd = open(p, O_RDONLY | O_DIRECT);
+    free(p);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
+/* A store many times the memory reads its runs of 64 KiB or more with
+ * O_DIRECT (lib/plan.c); zr_testing_set_direct(1) has every store do so.
+ * Chunks of 600,000 bytes here, so that neighbours make such runs; single
+ * records stay buffered. Every batch must give the generator's bytes;
+ * the batch of the whole store, read so, must leave chunk 0's pages out
+ * of the page cache (all but its last run's, which may be short), where
+ * the same batch read buffered brings them in; and a chunk cut short must
+ * be ZR_ECORRUPT, found when the short direct read is made again
+ * buffered. */
+START_TEST(direct_reads_give_the_generated_bytes)
+{
+    if (skipped("direct_reads_give_the_generated_bytes"))
+        return;
+    const struct config *c = &configs[damage_configs[_i]];
+    build_cap = 600000;
+    struct cold_store cs = build(c, 700 + (uint64_t)_i, c->ragged ? 12000 : 3000);
+    struct batch b[NBATCHES];
+    make_batches(&cs, b);
+    /* The planner merges at most 256 neighbours a read: the page check
+     * needs chunk 0's reads to be long enough to go direct (not so for
+     * small compressed records). */
+    uint64_t bytes0 = 0, count0 = 0;
+    for (uint64_t i = 0; i < cs.n; i++)
+        if (cs.locs[i].chunk == 0) {
+            bytes0 += cs.locs[i].phys;
+            count0++;
+        }
+    bool long_runs = bytes0 / ((count0 + 255) / 256) >= (128u << 10);
+    bool check_pages = have_cachestat && long_runs && folder_takes_odirect(cs.path);
+    for (int direct = 1; direct >= 0; direct--) {
+        zr_testing_set_direct(direct);
+        drop_pages(cs.path);
+        zr_store *s;
+        ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+        check_batch(s, &cs, &b[NBATCHES - 1], direct ? "direct" : "buffered");
+        zr_close(s);
+        int64_t total, in = file_pages(cs.path, "0.chunk", &total);
+        if (check_pages && direct)
+            ck_assert_msg(in <= total / 4, "%s: %lld of %lld pages of 0.chunk cached after "
+                          "direct reads", c->name, (long long)in, (long long)total);
+        else if (check_pages)
+            ck_assert_msg(in >= total * 3 / 4, "%s: %lld of %lld pages of 0.chunk cached "
+                          "after buffered reads", c->name, (long long)in, (long long)total);
+    }
+
+    zr_testing_set_direct(1);
+    drop_pages(cs.path);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+    for (int k = 0; k < NBATCHES; k++)
+        check_batch(s, &cs, &b[k], "direct");
+    zr_close(s);
+
+    /* Cut after the open, which checks entries against the files' sizes. */
+    char *chunk = zt_join(cs.path, "1.chunk");
+    drop_pages(cs.path);
+    ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+    ck_assert_int_eq(truncate(chunk, (off_t)(zt_file_size(chunk) / 2)), 0);
+    char msg[2][512];
+    ck_assert_int_eq(try_gather(s, &cs, b[NBATCHES - 1].idx, b[NBATCHES - 1].n, msg),
+                     ZR_ECORRUPT);
+    ck_assert_msg(strstr(msg[cs.ragged], "the chunk ends before the record"), "%s",
+                  msg[cs.ragged]);
+    zr_close(s);
+    free(chunk);
+    free_batches(b);
+    cold_store_free(&cs);
+}
+END_TEST
+
 /* Where io_uring is refused (Docker's default seccomp profile refuses
  * it, as this test does), the planner reads with preadv, each read tried
  * first without waiting so that a batch still tells what was cached: a
@@ -892,6 +996,7 @@ Suite *suite_cold(void)
     tcase_add_loop_test(tc, chunk_cut_short_is_corrupt_planned_as_with_pread, 0, 8);
     tcase_add_loop_test(tc, record_table_cut_short_is_corrupt_when_planned, 0, 2);
     tcase_add_test(tc, warm_store_goes_mapped_where_io_uring_is_refused);
+    tcase_add_loop_test(tc, direct_reads_give_the_generated_bytes, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

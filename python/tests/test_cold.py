@@ -16,6 +16,8 @@ dropped, and the tests are skipped where none can.
 import ctypes
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -218,3 +220,91 @@ def test_loader_yields_the_same_batches_cold_and_warm(cold_dir, sources,
         for got in (cold[step], warm[step]):
             np.testing.assert_array_equal(got[0], images[idx])
             assert_ragged_equal(got[1], [tokens[i] for i in idx])
+
+
+# A store more than four times the memory its reader may use reads its
+# large records around the page cache (O_DIRECT, lib/readmode.c): the
+# reader here runs in a memory cgroup of CGROUP_MB, over a store of
+# BIG_RECORDS records of 160 KiB (406 MiB). Root only (making a cgroup).
+CGROUP_MB = 96
+BIG_RECORDS = 2600
+BIG_WIDTH = 160 << 10
+
+_READER = r"""
+import os, sys
+import numpy as np
+with open(sys.argv[1], "w") as f:
+    f.write(str(os.getpid()))
+from loaderx.zrecord import DenseStore
+rng = np.random.default_rng(5)
+with DenseStore.open(sys.argv[2], readonly=True) as s:
+    for _ in range(40):
+        idx = rng.integers(0, len(s), size=16)
+        got = s[idx]
+        want = (idx % 251).astype(np.uint8)[:, None]
+        assert (got == want).all(), "a record differs"
+print("ok")
+"""
+
+
+def _memory_cgroup(name):
+    """A new memory cgroup limited to CGROUP_MB: (its folder, the file a
+    process writes its pid to), or None where none can be made. cgroup v1
+    where its memory controller is mounted, else v2."""
+    if os.path.isdir("/sys/fs/cgroup/memory"):
+        base, limit_file, procs = ("/sys/fs/cgroup/memory",
+                                   "memory.limit_in_bytes", "tasks")
+    elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        base, limit_file, procs = "/sys/fs/cgroup", "memory.max", "cgroup.procs"
+    else:
+        return None
+    d = os.path.join(base, name)
+    try:
+        os.mkdir(d)
+    except OSError:
+        return None
+    try:
+        with open(os.path.join(d, limit_file), "w") as f:
+            f.write(str(CGROUP_MB << 20))
+        return d, os.path.join(d, procs)
+    except OSError:
+        os.rmdir(d)
+        return None
+
+
+def test_store_four_times_the_memory_is_read_around_the_page_cache(cold_dir):
+    if os.geteuid() != 0:
+        pytest.skip("making a memory cgroup needs root")
+    path = os.path.join(cold_dir, "big")
+    with DenseStore.create(path, np.uint8, (BIG_WIDTH,), codec="raw") as s:
+        for first in range(0, BIG_RECORDS, 100):
+            n = min(100, BIG_RECORDS - first)
+            block = np.empty((n, BIG_WIDTH), np.uint8)
+            block[:] = (np.arange(first, first + n) % 251)[:, None]
+            s.append(block)
+    cg = _memory_cgroup(f"loaderx-test-{os.getpid()}")
+    if cg is None:
+        pytest.skip("no memory cgroup can be made here")
+    folder, procs = cg
+    chunk = os.path.join(path, "0.chunk")
+    cached = {}
+    try:
+        for direct in ("", "0"):
+            drop_pages(path)
+            env = dict(os.environ)
+            env.pop("LOADERX_DIRECT", None)
+            if direct:
+                env["LOADERX_DIRECT"] = direct
+            # The reader moves itself into the cgroup before it imports
+            # loaderx, which reads the limit once.
+            out = subprocess.run([sys.executable, "-c", _READER, procs, path],
+                                 env=env, capture_output=True, text=True,
+                                 timeout=120)
+            assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+            cached[direct] = cached_pages(chunk)
+    finally:
+        os.rmdir(folder)
+    # 40 batches of 16 records of 160 KiB: 100 MiB read. Around the page
+    # cache nothing of the chunk stays; buffered, what the cgroup holds.
+    assert cached[""] < 256, cached
+    assert cached["0"] > 2048, cached
