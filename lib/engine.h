@@ -131,10 +131,9 @@ struct zr_store {
     _Atomic unsigned streak_needed; /* grows while the files are not resident */
     _Atomic uint64_t probe_at;
     /* Whether planned reads of large runs bypass the page cache
-     * (zr_read_direct), as worked out when the store had direct_at - 1
-     * chunk files (0: not yet). */
-    _Atomic bool direct;
-    _Atomic uint32_t direct_at;
+     * (zr_read_direct), and for how many chunk files that was worked out:
+     * (files + 1) << 1 | answer, 0 before the first time. */
+    _Atomic uint64_t direct;
 
     /* Dense raw stores: records 0..laid_out-1 are known to lie where
      * appends lay them out, record j at byte (j % per_chunk) * width of
@@ -346,6 +345,8 @@ bool zr_read_direct(zr_store *s);
 /* For tests: 1 reads every local store so, 0 none, -1 decides as above
  * (the default; LOADERX_DIRECT=0 or 1 in the environment sets the same). */
 void zr_testing_set_direct(int direct);
+/* For tests: how many reads this process made with O_DIRECT (plan.c). */
+uint64_t zr_testing_direct_reads(void);
 
 /* Whether the files of s are (1) or are not (0) nearly all in the page
  * cache, -1 where the kernel cannot tell (tables.c). */

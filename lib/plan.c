@@ -66,6 +66,19 @@
 #define DIRECT_MIN_RUN (64u << 10)
 #define DIRECT_ALIGN 4096u
 
+/* A planned read opens at most this many files with O_DIRECT (a
+ * descriptor each, for the read's length, beside the handle's bounded
+ * cache); the runs of further files are read buffered. */
+#define DIRECT_MAX_FILES 64
+
+/* Direct reads completed in this process, for tests. */
+static _Atomic uint64_t direct_reads;
+
+uint64_t zr_testing_direct_reads(void)
+{
+    return atomic_load(&direct_reads);
+}
+
 struct run {
     uint32_t file;
     uint32_t count;   /* pieces */
@@ -274,6 +287,10 @@ static int direct_fd(struct plan_ctx *c, uint32_t file)
     size_t k = 0;
     while (k < c->ndfds && c->dfds[k].file != file)
         k++;
+    if (k == c->ndfds && k == DIRECT_MAX_FILES) {
+        pthread_mutex_unlock(&c->dfd_lock);
+        return -1;
+    }
     if (k == c->ndfds) {
         char name[32];
         snprintf(name, sizeof name, "%u.%s", file, c->t->suffix);
@@ -322,6 +339,7 @@ static int direct_done(struct plan_ctx *c, struct run *r, int res)
             from += v->iov_len;
         }
         res = (int)r->len;
+        atomic_fetch_add_explicit(&direct_reads, 1, memory_order_relaxed);
     } else {
         res = -EAGAIN;
     }
@@ -599,7 +617,7 @@ int zr_plan_read_local(zr_store *s, struct zr_ftable *t, struct zr_piece *p, siz
     size_t nruns = make_runs(&c, n);
     size_t shards = make_shards(&c, nruns, total);
     c.direct = t == &s->chunks && !s->rcache && zr_read_direct(s) &&
-               (c.dfds = zr_malloc(nruns * sizeof *c.dfds));
+               (c.dfds = zr_malloc(ZR_MIN(nruns, DIRECT_MAX_FILES) * sizeof *c.dfds));
     pthread_mutex_init(&c.dfd_lock, NULL);
     pthread_mutex_init(&c.err_lock, NULL);
     if (shards == 1)

@@ -139,8 +139,11 @@ static int g_direct = -1; /* zr_testing_set_direct; -1: decide */
 static uint64_t g_memory; /* what the process may use, bytes */
 static pthread_once_t direct_once = PTHREAD_ONCE_INIT;
 
-/* The memory limit of this process's cgroup (v2 memory.max, v1
- * memory.limit_in_bytes), or UINT64_MAX where none is set or readable. */
+/* The lowest memory limit on this process's cgroup and its ancestors (v2
+ * memory.max, v1 memory.limit_in_bytes), or UINT64_MAX where none is set
+ * or readable. A container may see only its own part of the hierarchy:
+ * a group missing from the folders is read as its nearest ancestor there,
+ * down to the mount's root. */
 static uint64_t cgroup_limit(void)
 {
     FILE *f = fopen("/proc/self/cgroup", "r");
@@ -150,9 +153,10 @@ static uint64_t cgroup_limit(void)
     uint64_t limit = UINT64_MAX;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
-        const char *file = NULL, *group = NULL;
-        bool v1 = false;
+        const char *file, *mount;
+        char *group;
         if (strncmp(line, "0::", 3) == 0) {
+            mount = "/sys/fs/cgroup";
             file = "memory.max";
             group = line + 3;
         } else {
@@ -160,24 +164,23 @@ static uint64_t cgroup_limit(void)
             char *d = c ? strchr(c + 1, ':') : NULL;
             if (!d || strncmp(c + 1, "memory", 6) != 0 || c + 7 != d)
                 continue;
+            mount = "/sys/fs/cgroup/memory";
             file = "memory.limit_in_bytes";
             group = d + 1;
-            v1 = true;
         }
-        /* Inside a container the group's own path may not be there: its
-         * root is then the group. */
-        const char *dirs[] = {group, ""};
-        for (int k = 0; k < 2; k++) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup/%s%s/%s", v1 ? "memory/" : "", dirs[k],
-                     file);
+        /* The group, then each ancestor, the root last. */
+        for (;;) {
+            snprintf(path, sizeof path, "%s%s/%s", mount, group, file);
             FILE *g = fopen(path, "r");
-            if (!g)
-                continue;
             uint64_t v;
-            if (fscanf(g, "%" SCNu64, &v) == 1 && v < limit)
+            if (g && fscanf(g, "%" SCNu64, &v) == 1 && v < limit)
                 limit = v;
-            fclose(g);
-            break;
+            if (g)
+                fclose(g);
+            char *slash = strrchr(group, '/');
+            if (!slash)
+                break;
+            *slash = 0;
         }
     }
     fclose(f);
@@ -209,15 +212,16 @@ bool zr_read_direct(zr_store *s)
         return false;
     if (g_direct == 1)
         return true;
-    /* Worked out again when the store gains a chunk file. */
+    /* Worked out again when the store gains a chunk file: the answer and
+     * the count it was made for are one word, (count + 1) << 1 | answer. */
     uint32_t n = atomic_load_explicit(&s->chunks.count, memory_order_acquire);
-    if (atomic_load_explicit(&s->direct_at, memory_order_acquire) == n + 1)
-        return atomic_load_explicit(&s->direct, memory_order_relaxed);
+    uint64_t known = atomic_load_explicit(&s->direct, memory_order_relaxed);
+    if (known >> 1 == (uint64_t)n + 1)
+        return known & 1;
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++)
         total += atomic_load_explicit(&zr_ftable_at(&s->chunks, i)->size, memory_order_relaxed);
     bool direct = g_memory != UINT64_MAX && total / DIRECT_FACTOR > g_memory;
-    atomic_store_explicit(&s->direct, direct, memory_order_relaxed);
-    atomic_store_explicit(&s->direct_at, n + 1, memory_order_release);
+    atomic_store_explicit(&s->direct, ((uint64_t)n + 1) << 1 | direct, memory_order_relaxed);
     return direct;
 }

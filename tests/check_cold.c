@@ -238,6 +238,7 @@ static void cold_setup(void)
 static void cold_teardown(void)
 {
     zr_testing_set_direct(-1);
+    zr_testing_set_nomap_mapped(0);
     build_cap = CHUNK_CAP;
     zt_nosync(0);
     zt_teardown();
@@ -906,14 +907,21 @@ START_TEST(direct_reads_give_the_generated_bytes)
             count0++;
         }
     bool long_runs = bytes0 / ((count0 + 255) / 256) >= (128u << 10);
-    bool check_pages = have_cachestat && long_runs && folder_takes_odirect(cs.path);
+    bool odirect = folder_takes_odirect(cs.path);
+    bool check_pages = have_cachestat && long_runs && odirect;
     for (int direct = 1; direct >= 0; direct--) {
         zr_testing_set_direct(direct);
         drop_pages(cs.path);
         zr_store *s;
         ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+        uint64_t before = zr_testing_direct_reads();
         check_batch(s, &cs, &b[NBATCHES - 1], direct ? "direct" : "buffered");
+        uint64_t made = zr_testing_direct_reads() - before;
         zr_close(s);
+        if (odirect && direct && long_runs)
+            ck_assert_msg(made > 0, "%s: no read of the whole store was direct", c->name);
+        else if (!direct)
+            ck_assert_uint_eq(made, 0);
         int64_t total, in = file_pages(cs.path, "0.chunk", &total);
         if (check_pages && direct)
             ck_assert_msg(in <= total / 4, "%s: %lld of %lld pages of 0.chunk cached after "

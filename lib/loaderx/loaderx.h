@@ -88,7 +88,10 @@ extern "C" {
  * cache, shared). Raw records under 64 KiB that lie in the store's first
  * GiB are the exception: the kernel's read of one costs about twice a copy
  * from the mapping, so they are still copied from it, and the handle maps
- * at most that GiB. Without ZR_NOMAP, raw records of 64 KiB or more are
+ * at most that GiB. A chunk file cut short behind the handle (which no
+ * writer does: only damage from outside) then kills the process with
+ * SIGBUS on such a record, as on any mapped handle, where pread reports
+ * ZR_ECORRUPT. Without ZR_NOMAP, raw records of 64 KiB or more are
  * read with pread all the same (the kernel's copy does not take a TLB miss
  * per page); smaller and compressed records are read through the
  * mapping. */

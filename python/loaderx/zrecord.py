@@ -250,8 +250,9 @@ class _Store:
         mapped page a process has touched). Raw records under 64 KiB in the
         store's first GiB are still copied from a mapping, where a pread
         would cost about twice as much: such a handle maps at most 1 GiB of
-        the store. Raw records of 64 KiB or more are read with pread
-        either way.
+        the store (and, like a mapped handle, dies of SIGBUS there if a
+        chunk file is cut short behind it from outside). Raw records of
+        64 KiB or more are read with pread either way.
         """
         out = ffi.new("zr_store **")
         if readonly is None:
