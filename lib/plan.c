@@ -17,9 +17,9 @@
  * path for the next batch. The exception is a store many times the
  * memory (zr_read_direct): its runs of DIRECT_MIN_RUN bytes or more are
  * read with O_DIRECT, whole 4 KiB blocks into an aligned buffer of the
- * run's own, from which its pieces are copied; a direct read that fails
- * or comes back short is made again buffered, which tells a file's end
- * from an error.
+ * run's own, from which its pieces are copied (with pread where there is
+ * no ring); a direct read that fails or comes back short is made again
+ * buffered, which tells a file's end from an error.
  *
  * A thread's ring is made on its first planned read and lives until the
  * thread exits. A process made by fork() shares its parent's rings, so a
@@ -399,6 +399,13 @@ static void shard_sync(struct plan_ctx *c, size_t j, size_t b, size_t *cached)
         if (rc != 0) {
             plan_error(c, rc);
             return;
+        }
+        /* A direct read is made at once: it never finds pages cached. */
+        direct_prep(c, r);
+        if (r->stage) {
+            ssize_t got = zr_io.pread(r->dfd, r->stage, (size_t)stage_len(r), (off_t)r->stage_off);
+            run_finish(c, r, got < 0 ? -EAGAIN : (int)ZR_MIN(got, (ssize_t)INT32_MAX));
+            continue;
         }
         ssize_t got = -1;
         if (r->count <= IOV_MAX)
