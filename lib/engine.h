@@ -338,6 +338,12 @@ int zr_range_locs(zr_store *s, uint64_t first, size_t n, struct zr_loc *locs, bo
 /* Whether the next gather of s plans its reads (readmode.c). */
 bool zr_gather_plans(zr_store *s);
 
+/* The memory the process may use: the RAM, or its cgroup's limit where
+ * that is lower; UINT64_MAX where neither can be read (readmode.c). */
+uint64_t zr_memory_limit(void);
+/* The bytes of the first n files of table t (tables.c). */
+uint64_t zr_table_bytes(const struct zr_ftable *t, uint32_t n);
+
 /* Whether planned reads of the chunks of local store s read their large
  * runs with O_DIRECT: when its files are many times the memory the
  * process may use (readmode.c). */

@@ -199,6 +199,12 @@ static void direct_setup(void)
         g_memory = cg;
 }
 
+uint64_t zr_memory_limit(void)
+{
+    pthread_once(&direct_once, direct_setup);
+    return g_memory;
+}
+
 void zr_testing_set_direct(int direct)
 {
     pthread_once(&direct_once, direct_setup);
@@ -218,10 +224,7 @@ bool zr_read_direct(zr_store *s)
     uint64_t known = atomic_load_explicit(&s->direct, memory_order_relaxed);
     if (known >> 1 == (uint64_t)n + 1)
         return known & 1;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n; i++)
-        total += atomic_load_explicit(&zr_ftable_at(&s->chunks, i)->size, memory_order_relaxed);
-    bool direct = g_memory != UINT64_MAX && total / DIRECT_FACTOR > g_memory;
+    bool direct = g_memory != UINT64_MAX && zr_table_bytes(&s->chunks, n) / DIRECT_FACTOR > g_memory;
     atomic_store_explicit(&s->direct, ((uint64_t)n + 1) << 1 | direct, memory_order_relaxed);
     return direct;
 }

@@ -694,8 +694,17 @@ int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset)
     return 0;
 }
 
+uint64_t zr_table_bytes(const struct zr_ftable *t, uint32_t n)
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += atomic_load_explicit(&zr_ftable_at(t, i)->size, memory_order_relaxed);
+    return total;
+}
+
 /* Whether the table's files (the first n) ask for huge pages while they
- * are in memory: when they fit in a quarter of the RAM. A copy out of a
+ * are in memory: when they fit in a quarter of the memory the process may
+ * use (zr_memory_limit). A copy out of a
  * mapping touches each of its pages through the TLB, which the kernel
  * empties on every system call where page-table isolation is on, and
  * 2 MiB pages take 512 times fewer misses than 4 KiB ones
@@ -703,13 +712,8 @@ int zr_frontier_settle(zr_store *s, uint32_t *chunk, uint64_t *offset)
  * they were written or read with. */
 static bool table_wants_huge_pages(const struct zr_ftable *t, uint32_t n)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0)
-        return false;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n; i++)
-        total += atomic_load_explicit(&zr_ftable_at(t, i)->size, memory_order_relaxed);
-    return total <= (uint64_t)pages / 4 * (uint64_t)page;
+    uint64_t memory = zr_memory_limit();
+    return memory != UINT64_MAX && zr_table_bytes(t, n) <= memory / 4;
 }
 
 /* A file counts as in memory when at most this share of its pages
