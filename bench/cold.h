@@ -19,6 +19,9 @@
  * (sync; echo 3 > /proc/sys/vm/drop_caches). Returns 0, or -1 with a
  * message when the file cannot be written (not root). */
 int cold_drop_caches(void);
+/* Read every record table (.loc file) of the store in dir, so that its
+ * pages are cached. Returns 0 or -1. */
+int cold_cache_tables(const char *dir);
 
 /* The block device that holds a folder, as /proc/diskstats names it. */
 struct cold_device {
@@ -47,6 +50,7 @@ pid_t cold_mount_daemon(const char *mnt);
 struct cold_fio {
     uint64_t bs;
     int qd;
+    bool buffered;     /* through the page cache (dropped first), not O_DIRECT */
     double mibs, iops;
     double lat_us;     /* mean completion latency */
     uint64_t bytes;    /* read */
@@ -144,10 +148,10 @@ struct cold_wl {
     uint64_t plan_stored[2];  /* stored bytes of the plan's records: raw; zstd in 4 KiB pages */
     double mean_stored[2];    /* stored bytes per record over the store */
     char note[1024], corpus[1024];
-    /* fio before the rows and after them: [round][raw, zstd][QD1, QD32];
-     * the limit is the faster of the two rounds. */
-    struct cold_fio fio[2][2][2];
-    struct cold_fio limit[2][2];
+    /* fio before the rows and after them: [round][raw, zstd][QD1, QD32,
+     * QD32 buffered (raw only)]; the limit is the faster of the two rounds. */
+    struct cold_fio fio[2][2][3];
+    struct cold_fio limit[2][3];
     int fio_rounds;
     struct cold_row rows[COLD_MAX_ROWS];
     size_t nrows;

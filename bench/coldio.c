@@ -38,6 +38,31 @@ int cold_drop_caches(void)
     return 0;
 }
 
+int cold_cache_tables(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    static char buf[1 << 20];
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".loc") != 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd < 0 ? -1 : 1;
+        while (got > 0)
+            got = read(fd, buf, sizeof buf);
+        if (got < 0)
+            rc = -1;
+        if (fd >= 0)
+            close(fd);
+    }
+    closedir(d);
+    return rc;
+}
+
 int cold_device_of(const char *dir, struct cold_device *d)
 {
     struct stat st;
@@ -174,7 +199,10 @@ int cold_fio_run(const char *file, uint64_t io_size, int seconds, uint64_t seed,
     snprintf(a_rt, sizeof a_rt, "--runtime=%d", seconds);
     snprintf(a_seed, sizeof a_seed, "--randseed=%llu", (unsigned long long)seed);
     snprintf(a_out, sizeof a_out, "--output=%s", out);
-    const char *argv[] = {"fio", "--name=cold", a_file, "--readonly", "--direct=1",
+    if (f->buffered && cold_drop_caches() != 0)
+        return -1;
+    const char *argv[] = {"fio", "--name=cold", a_file, "--readonly",
+                          f->buffered ? "--direct=0" : "--direct=1",
                           "--ioengine=io_uring", "--rw=randread", a_bs, a_qd, a_size, a_rt,
                           a_seed, "--output-format=terse", "--terse-version=3", a_out, NULL};
     /* The command for the report, without the output file. */
