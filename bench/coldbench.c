@@ -5,7 +5,8 @@
  * makes or reuses stores of several GiB, measures what the disk itself
  * delivers with fio on the zrecord stores' own chunk files, and then reads
  * the same records in the same order, cold and then warm, through every
- * read path: the library's gathers (mapped and ZR_NOMAP, raw and zstd),
+ * read path: the library's gathers (mapped and ZR_NOMAP, raw and zstd,
+ * and with the record table cached while the records are not),
  * the stores users pick instead (LMDB, an .npy memory map, a file per
  * record), the loader with a simulated training step, and zrecordfs
  * (record files and .gather). It prints a Markdown page (the tables and
@@ -218,7 +219,13 @@ static void print_method(FILE *out, const struct cold_opts *o, const struct cold
             "random reads of the mean stored record rounded up to 4 KiB, queue depths 1 and "
             "32, at most an eighth of the file or %d s, once before the rows and once after "
             "them with another seed (other blocks); the ratios take the faster round (the "
-            "commands are listed at the end). "
+            "commands are listed at the end). The same job without O_DIRECT on the raw "
+            "chunk, page cache dropped first, gives the limit of reads through the page "
+            "cache, which a store that fits the memory takes so that its next epoch is "
+            "served from memory. The rows ending in *-table* read the store's record table "
+            "(its .loc files) into the page cache after the drop and before the pass, as an "
+            "epoch finds it once its first records are read; that read is not counted in "
+            "their disk bytes. "
             "A virtual disk's host may cache what the guest reads; fio and the rows run on the "
             "same files in the same run, so they meet the same host.\n\n",
             o->settle, o->vision_batches, o->token_batches, (unsigned long long)o->seed, o->fs_files,

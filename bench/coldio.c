@@ -41,10 +41,12 @@ int cold_drop_caches(void)
 int cold_cache_tables(const char *dir)
 {
     DIR *d = opendir(dir);
-    if (!d)
+    if (!d) {
+        fprintf(stderr, "coldbench: %s: %s\n", dir, strerror(errno));
         return -1;
+    }
     static char buf[1 << 20];
-    int rc = 0;
+    int rc = 0, files = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d))) {
         size_t len = strlen(e->d_name);
@@ -54,12 +56,19 @@ int cold_cache_tables(const char *dir)
         ssize_t got = fd < 0 ? -1 : 1;
         while (got > 0)
             got = read(fd, buf, sizeof buf);
-        if (got < 0)
+        if (got < 0) {
+            fprintf(stderr, "coldbench: %s/%s: %s\n", dir, e->d_name, strerror(errno));
             rc = -1;
+        }
         if (fd >= 0)
             close(fd);
+        files++;
     }
     closedir(d);
+    if (rc == 0 && files == 0) {
+        fprintf(stderr, "coldbench: %s has no record table\n", dir);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -186,6 +195,8 @@ pid_t cold_mount_daemon(const char *mnt)
 int cold_fio_run(const char *file, uint64_t io_size, int seconds, uint64_t seed,
                  struct cold_fio *f)
 {
+    if (f->buffered && cold_drop_caches() != 0)
+        return -1;
     char out[] = "/tmp/coldbench-fio-XXXXXX";
     int ofd = mkstemp(out);
     if (ofd < 0)
@@ -199,8 +210,6 @@ int cold_fio_run(const char *file, uint64_t io_size, int seconds, uint64_t seed,
     snprintf(a_rt, sizeof a_rt, "--runtime=%d", seconds);
     snprintf(a_seed, sizeof a_seed, "--randseed=%llu", (unsigned long long)seed);
     snprintf(a_out, sizeof a_out, "--output=%s", out);
-    if (f->buffered && cold_drop_caches() != 0)
-        return -1;
     const char *argv[] = {"fio", "--name=cold", a_file, "--readonly",
                           f->buffered ? "--direct=0" : "--direct=1",
                           "--ioengine=io_uring", "--rw=randread", a_bs, a_qd, a_size, a_rt,
