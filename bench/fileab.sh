@@ -49,6 +49,8 @@ done
 out=$(mktemp)
 for p in $(seq "$passes"); do
     sides=("$wl/files")
+    # Ragged workloads' plain files are .npy files (coldbench).
+    [ -e "$wl/files/0.npy" ] && sides=("$wl/files:.npy")
     for k in "${!mnts[@]}"; do
         "${@:k+1:1}" "$wl/$store" "${mnts[k]}" -o npy
         sides+=("${mnts[k]}:.npy")

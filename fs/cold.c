@@ -29,6 +29,12 @@
  *     handle whose files are not in memory (doc/cold-reads.md), and is
  *     then served as a decoded record is.
  *
+ * A LOOKUP of a Ragged record needs its size, which is in the record (its
+ * shape prefix): when the record or its table entry is not cached, a
+ * thread reads it and answers the LOOKUP too, so that several readers'
+ * lookups wait for the disk at once rather than one after another on
+ * the loop.
+ *
  * Each thread waits for one read at a time, so THREADS readers' files are
  * read at once, which is what plain files on a disk give THREADS readers.
  * A decoded record is freed once its reply is sent, and a splice needs
@@ -45,6 +51,7 @@
 
 #include "fs/base.h"
 #include "fs/cold.h"
+#include "fs/inode.h"
 #include "fs/record.h"
 #include "lib/workq.h"
 
@@ -62,6 +69,7 @@ struct job {
     uint64_t index;
     size_t size;
     off_t off;
+    uint64_t slot; /* a LOOKUP of this slot; 0: a READ */
 };
 
 static struct zr_workq queue = ZR_WORKQ_INIT;
@@ -150,6 +158,10 @@ static void serve(const struct job *j)
     struct zfs_store *st = j->st;
     struct zfs_rec *r = NULL;
     int rc;
+    if (j->slot) {
+        zfs_reply_slot_entry(j->fs, j->req, st, j->slot);
+        return;
+    }
     if (st->direct && st->kind == ZR_DENSE) {
         rc = read_dense(j);
     } else {
@@ -233,5 +245,28 @@ bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, stru
         atomic_fetch_add(&h->refs, 1); /* the reply may outlive RELEASE */
     if (!running || !zr_workq_push(&queue, &j->item))
         run(NULL, &j->item); /* the multi-threaded loop: this thread reads */
+    return true;
+}
+
+bool zfs_cold_lookup(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, uint64_t slot)
+{
+    /* Under the multi-threaded loop the request's own thread may wait;
+     * a remote store's lookups have their own read-ahead (record.c). */
+    if (!running || !st->zs || st->remote || st->kind != ZR_RAGGED || slot < ZFS_RECORD_SLOT0)
+        return false;
+    uint64_t i = slot - ZFS_RECORD_SLOT0;
+    pthread_rwlock_rdlock(&st->lock);
+    bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
+    pthread_rwlock_unlock(&st->lock);
+    if (!cold)
+        return false;
+    struct job *j = malloc(sizeof *j);
+    if (!j)
+        return false; /* answered on the loop: slower, never lost */
+    *j = (struct job){.fs = fs, .req = req, .st = st, .index = i, .slot = slot};
+    if (!zr_workq_push(&queue, &j->item)) {
+        free(j);
+        return false;
+    }
     return true;
 }

@@ -21,4 +21,11 @@ void zfs_cold_stop(void);
 bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, struct zfs_handle *h,
                    uint64_t i, size_t size, off_t off);
 
+/* A LOOKUP of slot of st: when it names a Ragged record whose size must be
+ * read from the disk (its table entry or its bytes are not in the page
+ * cache), a thread of this module reads it and answers req, and this
+ * returns true; false, req untouched, when the answer needs no disk (or
+ * no thread runs): the caller answers. */
+bool zfs_cold_lookup(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, uint64_t slot);
+
 #endif

@@ -153,6 +153,37 @@ void zfs_entry_init(struct zfs_fs *fs, struct fuse_entry_param *e)
     e->entry_timeout = fs->timeout;
 }
 
+void zfs_reply_missing(fuse_req_t req, struct zfs_fs *fs)
+{
+    /* ENOENT, remembered by the kernel on read-only mounts (nothing
+     * appears there while mounted). */
+    if (fs->cfg.rw) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    struct fuse_entry_param e;
+    zfs_entry_init(fs, &e);
+    fuse_reply_entry(req, &e);
+}
+
+void zfs_reply_slot_entry(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, uint64_t slot)
+{
+    struct fuse_entry_param e;
+    zfs_entry_init(fs, &e);
+    int rc = zfs_file_attr(fs, st, slot, true, &e.attr);
+    if (rc == -ENOENT) {
+        zfs_reply_missing(req, fs);
+        return;
+    }
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    e.ino = e.attr.st_ino;
+    e.attr_timeout = zfs_attr_timeout(fs, slot);
+    fuse_reply_entry(req, &e);
+}
+
 /* The size of .gather follows the batches being read (gather.c), so the
  * kernel asks again before every read. */
 double zfs_attr_timeout(const struct zfs_fs *fs, uint64_t slot)

@@ -26,6 +26,11 @@ int zfs_file_attr(struct zfs_fs *fs, struct zfs_store *st, uint64_t slot, bool m
                   struct stat *a);
 /* An empty entry with the mount's timeouts. */
 void zfs_entry_init(struct zfs_fs *fs, struct fuse_entry_param *e);
+/* Answer a LOOKUP of a name that names nothing. */
+void zfs_reply_missing(fuse_req_t req, struct zfs_fs *fs);
+/* Answer a LOOKUP of slot of st with its attributes (decoding a Ragged
+ * record for its size if need be). */
+void zfs_reply_slot_entry(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, uint64_t slot);
 /* How long the kernel may keep the attributes of slot. */
 double zfs_attr_timeout(const struct zfs_fs *fs, uint64_t slot);
 /* Entry pos of the listing of folder n (inode ino): its name into

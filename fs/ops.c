@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fs/base.h"
+#include "fs/cold.h"
 #include "fs/fileops.h"
 #include "fs/gather.h"
 #include "fs/inode.h"
@@ -27,19 +28,6 @@
 static struct zfs_fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
-}
-
-/* ENOENT, remembered by the kernel on read-only mounts (nothing appears
- * there while mounted). */
-static void reply_missing(fuse_req_t req, struct zfs_fs *fs)
-{
-    if (fs->cfg.rw) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    struct fuse_entry_param e;
-    zfs_entry_init(fs, &e);
-    fuse_reply_entry(req, &e);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -77,7 +65,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (!n->store) {
         struct zfs_node *k = zfs_tree_child(fs, n, name);
         if (!k) {
-            reply_missing(req, fs);
+            zfs_reply_missing(req, fs);
             return;
         }
         e.ino = (fuse_ino_t)(k - fs->nodes) + 1;
@@ -92,21 +80,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     uint64_t slot = zfs_name_slot(fs, st, name);
     if (slot == 0) {
-        reply_missing(req, fs);
+        zfs_reply_missing(req, fs);
         return;
     }
-    int rc = zfs_file_attr(fs, st, slot, true, &e.attr);
-    if (rc == -ENOENT) {
-        reply_missing(req, fs);
+    /* A Ragged record's size is in its bytes: when they are not in
+     * memory, a cold thread reads them (cold.c) and the loop goes on. */
+    if (zfs_cold_lookup(fs, req, st, slot))
         return;
-    }
-    if (rc != 0) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    e.ino = e.attr.st_ino;
-    e.attr_timeout = zfs_attr_timeout(fs, slot);
-    fuse_reply_entry(req, &e);
+    zfs_reply_slot_entry(fs, req, st, slot);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

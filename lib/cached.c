@@ -41,6 +41,55 @@ static int record_loc(zr_store *s, uint64_t i, struct zr_loc *l)
     return zr_batch_locs(s, &i, 1, l, atomic_load(&s->read_mode) != ZR_READ_MAPPED);
 }
 
+/* Where record i lies, without reading the disk: 1 with *l filled (from
+ * the layout, or from its entry when the entry's page is cached), 0 when
+ * the entry is not cached, or a negative code. A reader asking whether a
+ * record is cached wants the answer at once, and a record whose entry
+ * must come from the disk is not in memory either. Where the kernel
+ * cannot tell (no cachestat), the entry is read as a gather reads it. */
+static int cached_loc(zr_store *s, uint64_t i, struct zr_loc *l)
+{
+    if (i < atomic_load_explicit(&s->laid_out, memory_order_acquire)) {
+        zr_layout_loc(s, i, l);
+        return 1;
+    }
+    uint32_t g = (uint32_t)(i >> s->seg_shift);
+    uint64_t off = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
+    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
+    if (g >= nsegs || off + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
+                                                               memory_order_acquire))
+        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+    int fd;
+    int rc = zr_file_fd(s, &s->segs, g, ZR_FD_READ, &fd);
+    if (rc != 0)
+        return rc;
+    /* An entry never straddles a page: 16 divides the page size. */
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    struct zr_cachestat cs;
+    int got = zr_cachestat(fd, off / page * page, page, &cs);
+    int err = errno;
+    uint8_t raw[ZR_LOC_SIZE];
+    ssize_t n = -1;
+    if (got == 0 && cs.nr_cache > 0)
+        n = zr_io.pread(fd, raw, sizeof raw, (off_t)off);
+    zr_file_put(s, &s->segs, g);
+    if (got != 0 && err == ENOSYS) {
+        rc = zr_batch_locs(s, &i, 1, l, atomic_load(&s->read_mode) != ZR_READ_MAPPED);
+        return rc == 0 ? 1 : rc;
+    }
+    if (got != 0)
+        return zr_err_sys(err, "%s: cachestat of the entry of record %llu", s->path,
+                          (unsigned long long)i);
+    /* Not cached, or cut short since it was checked (which the reader's
+     * own read reports). */
+    if (n != ZR_LOC_SIZE)
+        return 0;
+    zr_loc_decode(raw, l);
+    if (!zr_loc_fits(s, l, atomic_load_explicit(&s->chunks.count, memory_order_acquire)))
+        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+    return 1;
+}
+
 /* 1 when every page of bytes [off, off + len) of chunk file `chunk` is
  * cached, 0 when one is not, -1 (errno set) when the kernel cannot tell,
  * or a negative code when the file cannot be opened. */
@@ -89,8 +138,8 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
         return rc; /* a remote store is never in this machine's page cache */
     for (size_t k = 0; k < n; k++) {
         struct zr_loc l;
-        rc = record_loc(s, idx[k], &l);
-        if (rc != 0)
+        rc = cached_loc(s, idx[k], &l);
+        if (rc <= 0)
             return rc;
         int c = range_cached(s, l.chunk_id, l.offset, l.phys_length);
         if (c < -1)

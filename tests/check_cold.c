@@ -991,6 +991,54 @@ START_TEST(warm_store_goes_mapped_where_io_uring_is_refused)
 }
 END_TEST
 
+/* Pages of the record table (every .loc file of dir) in the page cache,
+ * or -1 where the kernel cannot tell. */
+static int64_t table_pages(const char *dir)
+{
+    int64_t sum = 0;
+    for (unsigned g = 0;; g++) {
+        char name[32];
+        snprintf(name, sizeof name, "%u.loc", g);
+        char *p = zt_join(dir, name);
+        bool there = access(p, F_OK) == 0;
+        free(p);
+        if (!there)
+            return sum;
+        int64_t total, n = file_pages(dir, name, &total);
+        if (n < 0)
+            return -1;
+        sum += n;
+    }
+}
+
+/* zr_records_cached answers at once: a record whose table entry is not
+ * in the page cache is not cached, and asking reads nothing (zrecordfs
+ * asks on its one-thread loop before it hands a cold request to a
+ * thread). Once the files are read back, the same record is cached. */
+static const int asked_configs[] = {0, 2, 4, 5};
+
+START_TEST(records_cached_reads_no_table)
+{
+    if (skipped("records_cached_reads_no_table") || !have_cachestat)
+        return;
+    const struct config *c = &configs[asked_configs[_i]];
+    struct cold_store cs = build(c, 900 + (uint64_t)_i, c->ragged ? 600 : 300);
+    drop_pages(cs.path);
+    zr_store *s;
+    ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
+    uint64_t idx[] = {cs.n / 2, 3, cs.n - 1};
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert_int_eq(zr_records_cached(s, &idx[k], 1), 0);
+        ck_assert_msg(table_pages(cs.path) == 0, "%s: asking about record %llu read the table",
+                      c->name, (unsigned long long)idx[k]);
+    }
+    warm_files(cs.path);
+    ck_assert_int_eq(zr_records_cached(s, idx, 3), 1);
+    zr_close(s);
+    cold_store_free(&cs);
+}
+END_TEST
+
 Suite *suite_cold(void)
 {
     Suite *s = suite_create("cold");
@@ -1005,6 +1053,7 @@ Suite *suite_cold(void)
     tcase_add_loop_test(tc, record_table_cut_short_is_corrupt_when_planned, 0, 2);
     tcase_add_test(tc, warm_store_goes_mapped_where_io_uring_is_refused);
     tcase_add_loop_test(tc, direct_reads_give_the_generated_bytes, 0, 4);
+    tcase_add_loop_test(tc, records_cached_reads_no_table, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

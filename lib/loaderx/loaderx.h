@@ -445,9 +445,13 @@ ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
  * serves single records can use it to choose between the mapping (cached:
  * no system call per byte) and a read (not cached: a page fault on a
  * mapping reads up to read_ahead_kb around its page). The answer may be
- * stale by the time the caller acts on it (pages come and go). Costs a
- * system call per record (cachestat(2); before Linux 6.5 mincore(2), which
- * answers only the file's owner or a privileged caller). Errors: ZR_EINVAL,
+ * stale by the time the caller acts on it (pages come and go). It reads
+ * nothing from the disk: a record whose table entry is not in the page
+ * cache counts as not cached. Costs a system call per record (cachestat(2);
+ * two, and a read of the cached entry, where the record table is needed),
+ * or from Linux 6.5 back, mincore(2), which answers only the file's owner
+ * or a privileged caller, and the entry is then read, from the disk if
+ * need be. Errors: ZR_EINVAL,
  * ZR_ERANGE, ZR_ECORRUPT, ZR_EIO (the kernel cannot tell), ZR_ELIMIT.
  * Thread-safe like a gather. */
 ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n);
