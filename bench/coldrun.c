@@ -391,7 +391,9 @@ static int loader_pass(const struct cold_opts *o, struct cold_wl *c, zr_store *s
  * warm gather's batch time (so the loader has time to spare when the data
  * is in RAM) and the time the device needs for a batch at fio's queue
  * depth 32 rate (so a loader that keeps the device busy enough has time to
- * spare when it is not). */
+ * spare when it is not). A batch's reads are what the cold gather of the
+ * same store read, in fio's blocks: a record whose table entry is not
+ * cached costs the device a read of the table too. */
 static double step_for(const struct cold_opts *o, const struct cold_wl *c, int z)
 {
     if (o->step_ms > 0)
@@ -403,6 +405,8 @@ static double step_for(const struct cold_opts *o, const struct cold_wl *c, int z
     const struct cold_fio *f = &c->limit[z][1];
     if (c->fio_rounds && f->iops > 0) {
         double per_batch = (double)c->plan_stored[z] / (double)c->w.nbatches;
+        if (g && g->batches && (double)g->cold.dev / (double)g->batches > per_batch)
+            per_batch = (double)g->cold.dev / (double)g->batches;
         /* Records under a block take a block each. */
         double ios = per_batch / (double)f->bs < (double)c->w.batch ? (double)c->w.batch
                                                                     : per_batch / (double)f->bs;
