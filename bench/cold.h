@@ -123,6 +123,10 @@ struct cold_row {
     const char *part;         /* "gather", "loader", "files" */
     bool valid;
     struct cold_meas cold, warm;
+    /* The zrecord-raw row: its cold rate over that of a fio job (queue
+     * depth 32) run just before each cold pass, the median over the
+     * passes (MiB/s, or records/s over IOPS for the tokens); 0: none. */
+    double paired;
     uint64_t gathered;        /* logical bytes one pass returns */
     uint64_t paged;           /* the same, each record rounded up to 4 KiB pages */
     size_t recs;              /* records one pass returns */

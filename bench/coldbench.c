@@ -223,7 +223,11 @@ static void print_method(FILE *out, const struct cold_opts *o, const struct cold
             "commands are listed at the end). The same job without O_DIRECT on the raw "
             "chunk, page cache dropped first, gives the limit of reads through the page "
             "cache, which a store that fits the memory takes so that its next epoch is "
-            "served from memory. The rows ending in *-table* read the store's record table "
+            "served from memory. As the device's rate moves from one minute to the next, the "
+            "zrecord-raw row also runs a 2 s fio job at queue depth 32 (another seed each "
+            "time) just before each of its cold passes, and its *just before* ratio is the "
+            "median of the passes' ratios to those jobs. "
+            "The rows ending in *-table* read the store's record table "
             "(its .loc files) into the page cache after the drop and before the pass, as an "
             "epoch finds it once its first records are read; that read is not counted in "
             "their disk bytes. "
@@ -445,6 +449,10 @@ static int print_targets(FILE *out, const struct cold_wl *cws, size_t n)
                 add_target(t, &nt, wl, rate(r, false) / fr->mibs, 0.8, false,
                            "zrecord-raw%s cold MiB/s / fio QD32 MiB/s (%llu KiB blocks)", tag,
                            (unsigned long long)(fr->bs >> 10));
+            if (r && r->paired > 0)
+                add_target(t, &nt, wl, r->paired, tokens ? 0.5 : 0.8, false,
+                           "zrecord-raw cold %s / fio QD32 %s of a job just before each pass "
+                           "(median)", tokens ? "records/s" : "MiB/s", tokens ? "IOPS" : "MiB/s");
             if (r && c->fio_rounds && !tokens && fb->mibs > 0)
                 add_target(t, &nt, wl, rate(r, false) / fb->mibs, 0.8, false,
                            "zrecord-raw%s cold MiB/s / fio QD32 buffered MiB/s", tag);

@@ -199,6 +199,12 @@ static int gather_pass(struct cold_wl *c, struct backend *b, struct batch_out *o
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int cmp_meas(const void *a, const void *b)
 {
     double x = ((const struct cold_meas *)a)->secs, y = ((const struct cold_meas *)b)->secs;
@@ -244,11 +250,25 @@ static int init_row(struct backend *b, struct cold_wl *c, const struct gather_sp
     return rc;
 }
 
+/* The device's rate just before a pass: a short fio job like run_fio's
+ * at queue depth 32, on other blocks each time. Returns 0 or -1. */
+static int paired_fio(const struct cold_opts *o, const struct cold_wl *c, int p,
+                      struct cold_fio *f)
+{
+    *f = (struct cold_fio){.bs = c->limit[0][1].bs, .qd = 32};
+    uint64_t io = c->chunk_bytes[0] / 8 / f->bs * f->bs;
+    int secs = o->fio_seconds < 2 ? o->fio_seconds : 2;
+    return cold_fio_run(c->chunk[0], io, secs, o->seed + 100 + (uint64_t)p, f);
+}
+
 static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,
                           const struct gather_spec *g, const struct cold_device *dev,
                           struct batch_out *out, struct cold_row *row)
 {
     struct cold_meas cold[64], warm[64];
+    double ratio[64];
+    bool paired = g->kind == R_ZR && g->store == ST_RAW && !g->nomap && !g->table &&
+                  c->fio_rounds > 0 && c->limit[0][1].bs > 0;
     int rc = 0;
     for (int p = 0; rc == 0 && p < o->passes; p++) {
         struct backend b;
@@ -263,7 +283,11 @@ static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,
             store = (char *)b.peer_dir;
         cold_progress("%s: %s, %d thread%s: cold pass %d/%d", c->name, g->name, b.threads,
                       b.threads == 1 ? "" : "s", p + 1, o->passes);
-        rc = cold_drop_caches();
+        struct cold_fio f;
+        if (paired)
+            rc = paired_fio(o, c, p, &f);
+        if (rc == 0)
+            rc = cold_drop_caches();
         if (rc == 0 && g->table)
             rc = cold_cache_tables(b.dir);
         if (rc == 0 && b.ops->prepare(&b, &c->w) != 0)
@@ -276,6 +300,10 @@ static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,
         }
         if (rc == 0)
             rc = gather_pass(c, &b, out, daemon, dev, &cold[p]);
+        if (rc == 0 && paired)
+            ratio[p] = cold_is_tokens(c->name)
+                           ? (double)(c->w.nbatches * c->w.batch) / cold[p].secs / f.iops
+                           : (double)c->w.plan_logical / 1048576.0 / cold[p].secs / f.mibs;
         if (rc == 0)
             rc = gather_pass(c, &b, out, daemon, dev, &warm[p]);
         row->threads = b.threads;
@@ -287,6 +315,11 @@ static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,
         return -1;
     qsort(cold, (size_t)o->passes, sizeof *cold, cmp_meas);
     qsort(warm, (size_t)o->passes, sizeof *warm, cmp_meas);
+    row->paired = 0;
+    if (paired) {
+        qsort(ratio, (size_t)o->passes, sizeof *ratio, cmp_double);
+        row->paired = ratio[o->passes / 2];
+    }
     snprintf(row->name, sizeof row->name, "%s", g->name);
     row->part = "gather";
     row->cold = cold[o->passes / 2];
