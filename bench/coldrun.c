@@ -251,14 +251,32 @@ static int init_row(struct backend *b, struct cold_wl *c, const struct gather_sp
 }
 
 /* The device's rate just before a pass: a short fio job like run_fio's
- * at queue depth 32, on other blocks each time. Returns 0 or -1. */
+ * at queue depth 32, on the LMDB store's file where there is one (the
+ * same device, none of the blocks the pass reads: a host that caches
+ * what the guest read cannot hand the pass fio's blocks), other blocks
+ * each time. Returns 0 or -1. */
 static int paired_fio(const struct cold_opts *o, const struct cold_wl *c, int p,
                       struct cold_fio *f)
 {
     *f = (struct cold_fio){.bs = c->limit[0][1].bs, .qd = 32};
-    uint64_t io = c->chunk_bytes[0] / 8 / f->bs * f->bs;
+    const char *file = c->chunk[0];
+    uint64_t size = c->chunk_bytes[0];
+    char *lmdb = NULL;
+    struct stat st;
+    if (c->has[ST_LMDB]) {
+        char *d = cold_path(c->dir, COLD_STORE_DIRS[ST_LMDB]);
+        lmdb = cold_path(d, "data.mdb");
+        free(d);
+        if (stat(lmdb, &st) == 0 && (uint64_t)st.st_size >= size) {
+            file = lmdb;
+            size = (uint64_t)st.st_size;
+        }
+    }
+    uint64_t io = size / 8 / f->bs * f->bs;
     int secs = o->fio_seconds < 2 ? o->fio_seconds : 2;
-    return cold_fio_run(c->chunk[0], io, secs, o->seed + 100 + (uint64_t)p, f);
+    int rc = cold_fio_run(file, io, secs, o->seed + 100 + (uint64_t)p, f);
+    free(lmdb);
+    return rc;
 }
 
 static int run_gather_row(const struct cold_opts *o, struct cold_wl *c,

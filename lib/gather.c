@@ -632,9 +632,15 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     int rc = zr_check_indices(s, &i, 1, &len);
     if (rc != 0)
         return rc;
+    /* A handle not reading from memory reads the entry with a read of
+     * its own: a fault on the table's mapping reads megabytes around it. */
+    bool planned = atomic_load(&s->read_mode) != ZR_READ_MAPPED;
+    if (planned && (rc = zr_batch_locs(s, &i, 1, l, true)) != 0)
+        return rc;
     unsigned rs = zr_read_enter(s);
     const uint8_t *src = NULL;
-    rc = zr_loc_read(s, i, l);
+    if (!planned)
+        rc = zr_loc_read(s, i, l);
     if (rc == 0 && s->id.kind == ZR_RAGGED && !(src = zr_file_map(s, &s->chunks, l->chunk_id)))
         rc = zr_last_error_code();
     uint32_t nd;
