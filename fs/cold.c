@@ -160,6 +160,17 @@ static void serve(const struct job *j)
     int rc;
     if (j->slot) {
         zfs_reply_slot_entry(j->fs, j->req, st, j->slot);
+        /* The record is cached now, read to learn its size, but not
+         * mapped: the READ that follows is served from the mapping on the
+         * loop's thread, which would take a fault per 16 pages there. */
+        const void *span = NULL;
+        uint64_t size = 0;
+        pthread_rwlock_rdlock(&st->lock);
+        if (st->direct && zr_record_span(st->zs, j->index, &span, &size) != 0)
+            span = NULL;
+        pthread_rwlock_unlock(&st->lock);
+        if (span)
+            zfs_populate(span, size);
         return;
     }
     if (st->direct && st->kind == ZR_DENSE) {
