@@ -26,7 +26,9 @@ traced() {
     local store=$1
     shift
     n=$((n + 1))
-    strace -f -y -qq -e trace=pwrite64,pwritev,pwritev2,write,fsync,fdatasync \
+    # LeakSanitizer (a --enable-sanitizers build) cannot run under ptrace.
+    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+        strace -f -y -qq -e trace=pwrite64,pwritev,pwritev2,write,fsync,fdatasync \
         -o "trace$n.txt" "$ZR" "$@" || fail "zr $* failed under strace"
     printf '%s\t%s\t%s\n' "trace$n.txt" "$store" "zr $*" >>traces.txt
 }
