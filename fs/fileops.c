@@ -233,7 +233,13 @@ void zfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         break;
     }
     case ZFS_H_STATS:
+        /* Once the reply is written, the kernel may end the read and a
+         * RELEASE on another thread of the multi-threaded loop drop the
+         * handle: the reference keeps the text alive until the write has
+         * returned. */
+        atomic_fetch_add(&h->refs, 1);
         reply_slice(req, h->stats.text, h->stats.len, size, off);
+        zfs_handle_put(h);
         break;
     case ZFS_H_GATHER:
         /* A read the kernel makes for its page cache carries no lock
