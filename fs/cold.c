@@ -160,13 +160,17 @@ static void serve(const struct job *j)
     int rc;
     if (j->slot) {
         zfs_reply_slot_entry(j->fs, j->req, st, j->slot);
-        /* The record is cached now, read to learn its size, but not
-         * mapped: the READ that follows is served from the mapping on the
-         * loop's thread, which would take a fault per 16 pages there. */
+        /* A record read to learn its size is cached but not mapped: the
+         * READ that follows is served from the mapping on the loop's
+         * thread, which would take a fault per 16 pages there. Only a
+         * cached record is mapped here (the size may have come from the
+         * table alone, and a fault on a missing page reads megabytes
+         * around it). */
         const void *span = NULL;
-        uint64_t size = 0;
+        uint64_t size = 0, i = j->index;
         pthread_rwlock_rdlock(&st->lock);
-        if (st->direct && zr_record_span(st->zs, j->index, &span, &size) != 0)
+        if (!st->direct || zr_records_cached(st->zs, &i, 1) != 1 ||
+            zr_record_span(st->zs, i, &span, &size) != 0)
             span = NULL;
         pthread_rwlock_unlock(&st->lock);
         if (span)

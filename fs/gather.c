@@ -485,6 +485,7 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, siz
     struct iovec iov[SPAN_IOVS];
     struct sent *s = NULL;
     int cnt = 0, rc = 0;
+    bool last = false; /* the reply reaches the batch's end (read under mu) */
     if (!st->zs)
         return -EIO;
     /* A batch never enters the page cache (rule 5): pages cached at one
@@ -504,6 +505,7 @@ int zfs_gather_read(struct zfs_fs *fs, struct zfs_handle *h, fuse_req_t req, siz
     }
     uint64_t pos = off - g->base, len = g->len;
     uint64_t end = pos < len ? (len - pos < size ? len : pos + size) : pos;
+    last = end == len;
     if (end == pos) {
         cnt = 0;
     } else if (g->by_ref) {
@@ -539,7 +541,7 @@ out:
      * request of the read, which this thread copies while the reply
      * threads copy the others. */
     atomic_fetch_add(&h->refs, 1);
-    if (end == g->len) {
+    if (last) {
         fuse_reply_iov(req, iov, cnt);
         sent_done(s);
         return 0;

@@ -27,7 +27,7 @@ traced() {
     shift
     n=$((n + 1))
     # LeakSanitizer (a --enable-sanitizers build) cannot run under ptrace.
-    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
         strace -f -y -qq -e trace=pwrite64,pwritev,pwritev2,write,fsync,fdatasync \
         -o "trace$n.txt" "$ZR" "$@" || fail "zr $* failed under strace"
     printf '%s\t%s\t%s\n' "trace$n.txt" "$store" "zr $*" >>traces.txt
