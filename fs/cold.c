@@ -237,20 +237,25 @@ static void start_dense(struct zfs_store *st, uint64_t i, size_t size, off_t off
         posix_fadvise(fd, (off_t)(at + p0), (off_t)want, POSIX_FADV_WILLNEED);
 }
 
+/* Whether record i of st is not in the page cache; cached, or unknown (an
+ * error the usual path reports), is not cold. For a read (size > 0) of a
+ * Dense raw record on a read-only mount, the disk is asked for it at once
+ * (start_dense). The store lock keeps a delete from moving the record
+ * while the kernel is asked. */
+static bool record_cold(struct zfs_store *st, uint64_t i, size_t size, off_t off)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
+    if (cold && size > 0 && st->direct && st->kind == ZR_DENSE)
+        start_dense(st, i, size, off);
+    pthread_rwlock_unlock(&st->lock);
+    return cold;
+}
+
 bool zfs_cold_read(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, struct zfs_handle *h,
                    uint64_t i, size_t size, off_t off)
 {
-    if (!st->zs)
-        return false;
-    /* Cached, or unknown (an error the usual path reports): the usual
-     * path. The store lock keeps a delete from moving the record while
-     * the kernel is asked. */
-    pthread_rwlock_rdlock(&st->lock);
-    bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
-    if (cold && st->direct && st->kind == ZR_DENSE)
-        start_dense(st, i, size, off);
-    pthread_rwlock_unlock(&st->lock);
-    if (!cold)
+    if (!st->zs || !record_cold(st, i, size, off))
         return false;
     struct job *j = malloc(sizeof *j);
     if (!j)
@@ -270,10 +275,7 @@ bool zfs_cold_lookup(struct zfs_fs *fs, fuse_req_t req, struct zfs_store *st, ui
     if (!running || !st->zs || st->remote || st->kind != ZR_RAGGED || slot < ZFS_RECORD_SLOT0)
         return false;
     uint64_t i = slot - ZFS_RECORD_SLOT0;
-    pthread_rwlock_rdlock(&st->lock);
-    bool cold = i < zr_len(st->zs) && zr_records_cached(st->zs, &i, 1) == 0;
-    pthread_rwlock_unlock(&st->lock);
-    if (!cold)
+    if (!record_cold(st, i, 0, 0))
         return false;
     struct job *j = malloc(sizeof *j);
     if (!j)
