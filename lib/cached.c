@@ -53,14 +53,13 @@ static int cached_loc(zr_store *s, uint64_t i, struct zr_loc *l)
         zr_layout_loc(s, i, l);
         return 1;
     }
-    uint32_t g = (uint32_t)(i >> s->seg_shift);
-    uint64_t off = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
-    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
-    if (g >= nsegs || off + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
-                                                               memory_order_acquire))
-        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+    uint32_t g;
+    uint64_t off;
+    int rc = zr_loc_place(s, i, &g, &off);
+    if (rc != 0)
+        return rc;
     int fd;
-    int rc = zr_file_fd(s, &s->segs, g, ZR_FD_READ, &fd);
+    rc = zr_file_fd(s, &s->segs, g, ZR_FD_READ, &fd);
     if (rc != 0)
         return rc;
     /* An entry never straddles a page: 16 divides the page size. */

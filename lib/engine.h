@@ -409,6 +409,9 @@ static inline void zr_layout_loc(const zr_store *s, uint64_t i, struct zr_loc *l
 
 /* Format a message for a bad entry into this thread's last error. */
 int zr_loc_error(const zr_store *s, uint64_t index, const char *why);
+/* Where record i's entry lies: segment *seg, byte *off of it. Returns 0,
+ * or ZR_ECORRUPT when the segment does not hold the entry. */
+int zr_loc_place(const zr_store *s, uint64_t i, uint32_t *seg, uint64_t *off);
 
 /* A record source for append: Dense records back to back, or Ragged
  * records whose shape prefix is produced on the fly. */

@@ -63,8 +63,6 @@ static int read_entries(zr_store *s, const uint64_t *idx, const size_t *first, s
         rc = zr_err(ZR_ENOMEM, "%s: reading the entries of %zu records", s->path, m);
         goto out;
     }
-    uint64_t in_seg = ((uint64_t)1 << s->seg_shift) - 1;
-    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
     for (size_t u = 0; u < m; u++) {
         size_t k = first[u];
         uint64_t i = idx[k];
@@ -72,13 +70,10 @@ static int read_entries(zr_store *s, const uint64_t *idx, const size_t *first, s
             zr_layout_loc(s, i, &locs[k]);
             continue;
         }
-        uint32_t g = (uint32_t)(i >> s->seg_shift);
-        uint64_t off = (i & in_seg) * ZR_LOC_SIZE;
-        if (g >= nsegs || off + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
-                                                                   memory_order_acquire)) {
-            rc = zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+        uint32_t g;
+        uint64_t off;
+        if ((rc = zr_loc_place(s, i, &g, &off)) != 0)
             goto out;
-        }
         pc[np++] = (struct zr_piece){.file = g, .len = ZR_LOC_SIZE, .off = off,
                                      .to = raw + u * ZR_LOC_SIZE, .tag = k};
     }

@@ -808,6 +808,19 @@ int zr_loc_error(const zr_store *s, uint64_t index, const char *why)
                   (unsigned long long)index, why);
 }
 
+int zr_loc_place(const zr_store *s, uint64_t i, uint32_t *seg, uint64_t *off)
+{
+    uint32_t g = (uint32_t)(i >> s->seg_shift);
+    uint64_t at = (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
+    uint32_t nsegs = atomic_load_explicit(&s->segs.count, memory_order_acquire);
+    if (g >= nsegs || at + ZR_LOC_SIZE > atomic_load_explicit(&zr_ftable_at(&s->segs, g)->size,
+                                                              memory_order_acquire))
+        return zr_loc_error(s, i, "entry is out of bounds or inconsistent");
+    *seg = g;
+    *off = at;
+    return 0;
+}
+
 bool zr_loc_fits(const zr_store *s, const struct zr_loc *l, uint32_t nchunks)
 {
     if (l->chunk_id >= nchunks)
