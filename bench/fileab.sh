@@ -11,6 +11,11 @@
 # pass's mean microseconds per file, then per mount the median, lowest and
 # highest ratio to the plain files over the passes (above 1: faster).
 #
+# A ZRECORDFS of `ceiling` (libfuse's multi-threaded loop) or `ceiling-s`
+# (zrecordfs's one-thread loop) mounts bench/fuse_ceiling over the plain
+# folder instead: the same files served through FUSE by splicing from
+# them, the most any FUSE driver gets from them on this machine.
+#
 # usage: bench/fileab.sh [--readers N] [--files N] [--passes P]
 #                        [--store zr-raw|zr-zstd] WORKLOAD_DIR ZRECORDFS...
 set -euo pipefail
@@ -29,7 +34,8 @@ done
 wl=$(cd "$1" && pwd)
 shift
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ -x "$here/bench/fileab" ] || { echo "fileab: build bench/fileab first (make bench)" >&2; exit 1; }
+[ -x "$here/bench/fileab" ] && [ -x "$here/bench/fuse_ceiling" ] ||
+    { echo "fileab: build bench/fileab and bench/fuse_ceiling first (make bench)" >&2; exit 1; }
 [ -d "$wl/files" ] && [ -d "$wl/$store" ] || { echo "fileab: $wl has no files/ or $store/" >&2; exit 1; }
 [ -w /proc/sys/vm/drop_caches ] || { echo "fileab: dropping the page cache needs root" >&2; exit 1; }
 records=$(find "$wl/files" -maxdepth 1 -type f | wc -l)
@@ -47,13 +53,25 @@ for z in "$@"; do
 done
 
 out=$(mktemp)
+# Ragged workloads' plain files are .npy files (coldbench).
+ext=""
+[ -e "$wl/files/0.npy" ] && ext=.npy
 for p in $(seq "$passes"); do
-    sides=("$wl/files")
-    # Ragged workloads' plain files are .npy files (coldbench).
-    [ -e "$wl/files/0.npy" ] && sides=("$wl/files:.npy")
+    sides=("$wl/files:$ext")
     for k in "${!mnts[@]}"; do
-        "${@:k+1:1}" "$wl/$store" "${mnts[k]}" -o npy
-        sides+=("${mnts[k]}:.npy")
+        z=${@:k+1:1}
+        case $z in
+        ceiling | ceiling-s)
+            flag=()
+            [ "$z" = ceiling-s ] && flag=(-s)
+            "$here/bench/fuse_ceiling" "${flag[@]}" -o "count=$records,dir=$wl/files${ext:+,ext=$ext}" "${mnts[k]}"
+            sides+=("${mnts[k]}:$ext")
+            ;;
+        *)
+            "$z" "$wl/$store" "${mnts[k]}" -o npy
+            sides+=("${mnts[k]}:.npy")
+            ;;
+        esac
     done
     "$here/bench/fileab" "$readers" "$files" "$records" "${sides[@]}" | tee -a "$out"
     for m in "${mnts[@]}"; do fusermount3 -u "$m"; done

@@ -22,6 +22,7 @@
 #include "fs/fileops.h"
 #include "fs/gather.h"
 #include "fs/inode.h"
+#include "fs/mount.h"
 #include "fs/ops.h"
 #include "fs/tree.h"
 

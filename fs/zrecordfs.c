@@ -30,6 +30,7 @@
 #include "config.h"
 #include "fs/cold.h"
 #include "fs/loop.h"
+#include "fs/mount.h"
 #include "fs/notify.h"
 #include "fs/ops.h"
 #include "fs/record.h"
@@ -217,62 +218,6 @@ static void report_ready(int *ready, int status)
     *ready = -1;
 }
 
-/* Raise the read-ahead of the mount at mnt (an absolute path, as libfuse
- * made it) to ZFS_READ_AHEAD_KB, through its backing device's sysfs file,
- * which /proc/self/mountinfo names ("major:minor"). The INIT request,
- * already queued, offers the old value, and the kernel takes the smaller
- * of the file's value and the INIT reply's (ops.c); so this must run
- * before the loop answers INIT. Looking the mount up in mountinfo sends
- * the file system no request, which a stat would while nothing answers
- * yet. Only root may write the file: for anyone else, or when the mount
- * is not found, the kernel's default stays. */
-static void raise_read_ahead(const char *mnt)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return;
-    char line[4096], dev[32] = "", point[PATH_MAX];
-    while (fgets(line, sizeof line, f)) {
-        unsigned maj, min;
-        char esc[PATH_MAX];
-        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, esc) != 3)
-            continue;
-        /* mountinfo writes space, tab, newline and backslash as \ooo. */
-        size_t k = 0;
-        for (const char *c = esc; *c && k + 1 < sizeof point; k++) {
-            if (c[0] == '\\' && c[1] >= '0' && c[1] <= '3' && c[2] >= '0' && c[2] <= '7' &&
-                c[3] >= '0' && c[3] <= '7') {
-                point[k] = (char)((c[1] - '0') << 6 | (c[2] - '0') << 3 | (c[3] - '0'));
-                c += 4;
-            } else {
-                point[k] = *c++;
-            }
-        }
-        point[k] = '\0';
-        if (strcmp(point, mnt) == 0) /* the last one: mounts stack */
-            snprintf(dev, sizeof dev, "%u:%u", maj, min);
-    }
-    fclose(f);
-    if (!dev[0])
-        return;
-    char path[64];
-    snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char cur[32];
-    ssize_t n = read(fd, cur, sizeof cur - 1);
-    if (n > 0) {
-        cur[n] = '\0';
-        if (strtoul(cur, NULL, 10) < ZFS_READ_AHEAD_KB) {
-            int len = snprintf(cur, sizeof cur, "%u\n", ZFS_READ_AHEAD_KB);
-            if (pwrite(fd, cur, (size_t)len, 0) != len)
-                fuse_log(FUSE_LOG_DEBUG, "zrecordfs: %s: %s\n", path, strerror(errno));
-        }
-    }
-    close(fd);
-}
-
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -400,7 +345,9 @@ int main(int argc, char *argv[])
     if (fuse_session_mount(se, opts.mountpoint) != 0)
         goto out;
     mounted = true;
-    raise_read_ahead(opts.mountpoint);
+    zfs_raise_read_ahead(opts.mountpoint);
+    if (zfs_dirops_io(se) != 0)
+        fuse_log(FUSE_LOG_ERR, "zrecordfs: lookups in one folder will be sent one at a time\n");
     if (!opts.foreground) {
         openlog("zrecordfs", LOG_PID, LOG_DAEMON);
         fuse_set_log_func(syslog_func);

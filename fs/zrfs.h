@@ -51,13 +51,6 @@ enum zfs_ctl {
 #define ZFS_LIST_MAX ((size_t)1 << 24)
 #define ZFS_GATHER_MAX ((uint64_t)1 << 30)
 
-/* The kernel's read-ahead for files of a mount, which is also the most a
- * FUSE READ of a file read from its start asks for. The kernel's default,
- * 128 KiB, splits a 147 KiB record file into two READs where one does;
- * libfuse lets a READ carry up to 1 MiB. Raised by the daemon at mount
- * time (zrecordfs.c) and kept by its INIT reply (ops.c). */
-#define ZFS_READ_AHEAD_KB 1024u
-
 /* The command line, after parsing. */
 struct zfs_config {
     int rw;           /* -o rw: exclusive lock, .compact and .delete work */

@@ -59,6 +59,19 @@ cold_round rw records -o rw
 cold_round mt records -o mt
 cold_round npy npy -o npy
 
+# Several readers in one cold folder at once: the kernel sends their
+# LOOKUPs together (fs/dirops.c), which the cold threads answer side by
+# side, on the one-thread loop and on the multi-threaded one.
+for opts in "" "-o mt" "-o rw"; do
+    m="$tmp/m-lookups"
+    drop "$tmp/tree"
+    mount_fs "$m" $opts "$tmp/tree"
+    pid=$DAEMON
+    $CHECK lookups "$m" "$tmp/exp" $STORES > /dev/null
+    unmount_fs "$m" "$pid"
+done
+ok "parallel lookups and reads in cold folders"
+
 # A record whose first page is cached and the rest not: the cold path
 # reads the rest, and the file is whole.
 m="$tmp/m"

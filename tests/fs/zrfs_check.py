@@ -6,6 +6,8 @@ with a message on the first difference and prints one line on success.
 
     zrfs_check.py records MNT EXP ROUNDS STORE...
                                               the bytes of every record
+    zrfs_check.py lookups MNT EXP STORE...    eight threads at once in each folder:
+                                              sizes and bytes of every record
     zrfs_check.py attrs MNT EXP STORE...      sizes, blocks, modes, .stats
     zrfs_check.py names STOREDIR N            non-canonical names do not exist
     zrfs_check.py errno OP PATH WANT...       each operation fails with WANT
@@ -177,6 +179,43 @@ def cmd_records(mnt, exp, rounds, stores):
                     fail("%s/%d: %d bytes differ from the %d expected" % (store, i, len(got), len(expected(exp, store, i))))
                 count += 1
     print("%d record reads match" % count)
+
+
+def cmd_lookups(mnt, exp, stores):
+    """Eight threads look up and read the record files of one folder at
+    once, each its own records: the kernel sends their LOOKUPs together
+    (FUSE_PARALLEL_DIROPS), and every size and byte must still be the
+    record's."""
+    threads = 8
+    for store in stores:
+        _, _, recs = manifest(exp, store)
+        barrier = threading.Barrier(threads)
+        errors = []
+
+        def worker(k):
+            barrier.wait()
+            for i, _ in recs[k::threads]:
+                path = os.path.join(mnt, store, str(i))
+                want = expected(exp, store, i)
+                try:
+                    size = os.stat(path).st_size
+                    with open(path, "rb") as f:
+                        got = f.read()
+                except OSError as e:
+                    errors.append("%s/%d: %s" % (store, i, errno.errorcode[e.errno]))
+                    return
+                if size != len(want) or got != want:
+                    errors.append("%s/%d: size %d, %d bytes, expected %d" % (store, i, size, len(got), len(want)))
+                    return
+
+        pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        if errors:
+            fail(errors[0])
+    print("%d folders looked up in parallel" % len(stores))
 
 
 def cmd_mmap(path, exp_path):
@@ -525,6 +564,8 @@ def main(argv):
         cmd_errno(args)
     elif cmd == "records":
         cmd_records(args[0], args[1], args[2], args[3:])
+    elif cmd == "lookups":
+        cmd_lookups(args[0], args[1], args[2:])
     elif cmd == "mmap":
         cmd_mmap(*args)
     elif cmd == "gather":
