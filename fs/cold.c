@@ -31,9 +31,10 @@
  *
  * A LOOKUP of a Ragged record needs its size, which is in the record (its
  * shape prefix): when the record or its table entry is not cached, a
- * thread reads it and answers the LOOKUP too, so that several readers'
- * lookups wait for the disk at once rather than one after another on
- * the loop.
+ * thread reads the entry and the prefix, asks the disk for the rest of
+ * the record (record.c), and answers the LOOKUP, so that several
+ * readers' lookups wait for the disk at once rather than one after
+ * another on the loop.
  *
  * Each thread waits for one read at a time, so THREADS readers' files are
  * read at once, which is what plain files on a disk give THREADS readers.
@@ -160,12 +161,14 @@ static void serve(const struct job *j)
     int rc;
     if (j->slot) {
         zfs_reply_slot_entry(j->fs, j->req, st, j->slot);
-        /* A record read to learn its size is cached but not mapped: the
-         * READ that follows is served from the mapping on the loop's
-         * thread, which would take a fault per 16 pages there. Only a
-         * cached record is mapped here (the size may have come from the
-         * table alone, and a fault on a missing page reads megabytes
-         * around it). */
+        /* The record whose size was read is cached, or on its way from
+         * the disk, but not mapped: the READ that follows is served from
+         * the mapping on the loop's thread, which would take a fault per
+         * 16 pages there. Mapping it here waits for the rest of its
+         * bytes off the loop. Only a record whose pages are all in the
+         * page cache is mapped (the size may have come from the table
+         * alone, and a fault on a missing page reads megabytes around
+         * it). */
         const void *span = NULL;
         uint64_t size = 0, i = j->index;
         pthread_rwlock_rdlock(&st->lock);

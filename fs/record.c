@@ -423,6 +423,35 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
     return 0;
 }
 
+/* The size of a Ragged record file whose bytes are not cached needs only
+ * the record's shape prefix: zr_record_extent reads its entry and prefix
+ * with small reads of their own (a fault on the mapping would read
+ * megabytes around them), and the disk is asked for the rest of the
+ * record without waiting. A LOOKUP is then answered after one small read
+ * instead of the whole record's, and the rest arrives while the kernel
+ * sends OPEN and READ (bench/fileab.sh, ragged images, one reader: 0.46
+ * of ext4 before, 0.65 after). Raw stores on read-only mounts only
+ * (st->direct), whose files the mapping serves. */
+static int ask_ragged(struct zfs_store *st, uint64_t i)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    int fd;
+    uint64_t at, n;
+    int rc = zr_record_extent(st->zs, i, &fd, &at, &n);
+    if (rc == 0) {
+        /* The pages zr_record_extent read: those of the prefix, at most
+         * 8 * (1 + ZR_MAX_NDIM) bytes. */
+        const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), pre = 8 * (1 + ZR_MAX_NDIM);
+        uint64_t head = (at + (n < pre ? n : pre) + page - 1) / page * page;
+        if (head < at + n)
+            (void)posix_fadvise(fd, (off_t)head, (off_t)(at + n - head), POSIX_FADV_WILLNEED);
+    } else {
+        log_failure(st, i, zr_last_error());
+    }
+    pthread_rwlock_unlock(&st->lock);
+    return rc == 0 ? 0 : -zfs_errno(rc);
+}
+
 int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_decode,
                  uint64_t *size, uint64_t *stored)
 {
@@ -473,13 +502,18 @@ int zfs_rec_size(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, bool may_d
         return 0;
     }
     *stored = phys;
-    /* A Ragged record's prefix not in memory is read with the record (a
-     * fault on the mapping would read megabytes around it). */
     bool in_memory = true;
     if (st->direct) {
         pthread_rwlock_rdlock(&st->lock);
         in_memory = zr_records_cached(st->zs, &i, 1) != 0;
         pthread_rwlock_unlock(&st->lock);
+    }
+    if (st->direct && !in_memory) {
+        if (!may_decode)
+            return -EAGAIN;
+        if ((rc = ask_ragged(st, i)) != 0)
+            return rc;
+        in_memory = true; /* its prefix, which the size needs */
     }
     if (st->direct && in_memory) {
         /* The prefix is in the mapping: reading it decodes nothing. */

@@ -35,6 +35,7 @@
 #include "gather.h"
 #include "rcache.h"
 #include "io.h"
+#include "plan.h"
 #include "pool.h"
 
 /* Below this many output bytes per block, splitting costs more than it
@@ -632,11 +633,29 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     int rc = zr_check_indices(s, &i, 1, &len);
     if (rc != 0)
         return rc;
-    /* A handle not reading from memory reads the entry with a read of
-     * its own: a fault on the table's mapping reads megabytes around it. */
+    /* A handle not reading from memory reads the entry, and a Ragged
+     * record's shape prefix, with reads of their own: a fault on a
+     * mapping reads megabytes around the page (read_ahead_kb), where the
+     * caller may want nothing of the record yet (zrecordfs asks for a
+     * file's size) or only some of it. */
     bool planned = atomic_load(&s->read_mode) != ZR_READ_MAPPED;
     if (planned && (rc = zr_batch_locs(s, &i, 1, l, true)) != 0)
         return rc;
+    uint8_t head[8 * (1 + ZR_MAX_NDIM)];
+    if (planned && s->id.kind == ZR_RAGGED) {
+        struct zr_piece pc = {
+            .file = l->chunk_id,
+            .len = (uint32_t)(l->logic_length < sizeof head ? l->logic_length : sizeof head),
+            .off = l->offset,
+            .to = head,
+        };
+        struct zr_plan_stats st;
+        rc = zr_plan_read(s, &s->chunks, &pc, 1, NULL, NULL, &st);
+        if (rc == ZR_ECORRUPT && st.ended)
+            rc = zr_loc_error(s, i, "the chunk file ends before the record");
+        if (rc != 0)
+            return rc;
+    }
     unsigned rs = zr_read_enter(s);
     const uint8_t *src = NULL;
     if (!planned)
@@ -646,7 +665,8 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     uint32_t nd;
     uint64_t poff;
     if (rc == 0 && src &&
-        zr_prefix_check(src + l->offset, l->logic_length, s->id.itemsize, &nd, &poff) != 0)
+        zr_prefix_check(planned ? head : src + l->offset, l->logic_length, s->id.itemsize, &nd,
+                        &poff) != 0)
         rc = zr_loc_error(s, i, "shape prefix does not match the record's length");
     zr_read_leave(s, rs);
     if (rc == 0)
