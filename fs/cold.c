@@ -165,7 +165,11 @@ static void serve(const struct job *j)
          * the disk, but not mapped: the READ that follows is served from
          * the mapping on the loop's thread, which would take a fault per
          * 16 pages there. Mapping it here waits for the rest of its
-         * bytes off the loop. Only a record whose pages are all in the
+         * bytes off the loop. A READ that comes before they are all in
+         * counts them cached (the kernel does) and waits for them on the
+         * loop: sending it to a thread instead was slower, with one
+         * reader and with four (doc/cold-reads.md). Only a record whose
+         * pages are all in the
          * page cache is mapped (the size may have come from the table
          * alone, and a fault on a missing page reads megabytes around
          * it). */

@@ -425,13 +425,13 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
 
 /* The size of a Ragged record file whose bytes are not cached needs only
  * the record's shape prefix: zr_record_extent reads its entry and prefix
- * with small reads of their own (a fault on the mapping would read
- * megabytes around them), and the disk is asked for the rest of the
- * record without waiting. A LOOKUP is then answered after one small read
+ * with small reads of their own when the handle is not reading from
+ * memory (a fault on the mapping would read megabytes around them; a
+ * handle reading from memory has them there), and the disk is asked for
+ * the rest of the record without waiting. A LOOKUP is then answered after one small read
  * instead of the whole record's, and the rest arrives while the kernel
- * sends OPEN and READ (bench/fileab.sh, ragged images, one reader: 0.46
- * of ext4 before, 0.65 after). Raw stores on read-only mounts only
- * (st->direct), whose files the mapping serves. */
+ * sends OPEN and READ (doc/cold-reads.md). Raw stores on read-only
+ * mounts only (st->direct), whose files the mapping serves. */
 static int ask_ragged(struct zfs_store *st, uint64_t i)
 {
     pthread_rwlock_rdlock(&st->lock);

@@ -89,10 +89,7 @@ static int cached_loc(zr_store *s, uint64_t i, struct zr_loc *l)
     return 1;
 }
 
-/* 1 when every page of bytes [off, off + len) of chunk file `chunk` is
- * cached, 0 when one is not, -1 (errno set) when the kernel cannot tell,
- * or a negative code when the file cannot be opened. */
-static int range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
+int zr_range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t a = off / page * page, b = (off + len + page - 1) / page * page;
@@ -140,7 +137,7 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
         rc = cached_loc(s, idx[k], &l);
         if (rc <= 0)
             return rc;
-        int c = range_cached(s, l.chunk_id, l.offset, l.phys_length);
+        int c = zr_range_cached(s, l.chunk_id, l.offset, l.phys_length);
         if (c < -1)
             return c;
         if (c < 0)

@@ -407,6 +407,11 @@ static inline void zr_layout_loc(const zr_store *s, uint64_t i, struct zr_loc *l
     l->phys_length = l->logic_length = (uint32_t)s->width;
 }
 
+/* 1 when every page of bytes [off, off + len) of chunk file `chunk` is
+ * cached, 0 when one is not, -1 (errno set) when the kernel cannot tell,
+ * or a negative code when the file cannot be opened (cached.c). */
+int zr_range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len);
+
 /* Format a message for a bad entry into this thread's last error. */
 int zr_loc_error(const zr_store *s, uint64_t index, const char *why);
 /* Where record i's entry lies: segment *seg, byte *off of it. Returns 0,

@@ -642,13 +642,13 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     if (planned && (rc = zr_batch_locs(s, &i, 1, l, true)) != 0)
         return rc;
     uint8_t head[8 * (1 + ZR_MAX_NDIM)];
-    if (planned && s->id.kind == ZR_RAGGED) {
-        struct zr_piece pc = {
-            .file = l->chunk_id,
-            .len = (uint32_t)(l->logic_length < sizeof head ? l->logic_length : sizeof head),
-            .off = l->offset,
-            .to = head,
-        };
+    uint32_t hlen = (uint32_t)(l->logic_length < sizeof head ? l->logic_length : sizeof head);
+    /* A prefix whose pages are cached is read from the mapping: a
+     * cachestat costs less than a planned read. */
+    bool head_read = planned && s->id.kind == ZR_RAGGED &&
+                     zr_range_cached(s, l->chunk_id, l->offset, hlen) != 1;
+    if (head_read) {
+        struct zr_piece pc = {.file = l->chunk_id, .len = hlen, .off = l->offset, .to = head};
         struct zr_plan_stats st;
         rc = zr_plan_read(s, &s->chunks, &pc, 1, NULL, NULL, &st);
         if (rc == ZR_ECORRUPT && st.ended)
@@ -665,8 +665,8 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     uint32_t nd;
     uint64_t poff;
     if (rc == 0 && src &&
-        zr_prefix_check(planned ? head : src + l->offset, l->logic_length, s->id.itemsize, &nd,
-                        &poff) != 0)
+        zr_prefix_check(head_read ? head : src + l->offset, l->logic_length, s->id.itemsize,
+                        &nd, &poff) != 0)
         rc = zr_loc_error(s, i, "shape prefix does not match the record's length");
     zr_read_leave(s, rs);
     if (rc == 0)

@@ -60,7 +60,7 @@ cold_round mt records -o mt
 cold_round npy npy -o npy
 
 # Several readers in one cold folder at once: the kernel sends their
-# LOOKUPs together (fs/dirops.c), which the cold threads answer side by
+# LOOKUPs together (fs/mount.c), which the cold threads answer side by
 # side, on the one-thread loop and on the multi-threaded one.
 for opts in "" "-o mt" "-o rw"; do
     m="$tmp/m-lookups"

@@ -193,7 +193,11 @@ def cmd_lookups(mnt, exp, stores):
         errors = []
 
         def worker(k):
-            barrier.wait()
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError as e:
+                errors.append("%s: %r" % (store, e))
+                return
             for i, _ in recs[k::threads]:
                 path = os.path.join(mnt, store, str(i))
                 want = expected(exp, store, i)
@@ -201,8 +205,8 @@ def cmd_lookups(mnt, exp, stores):
                     size = os.stat(path).st_size
                     with open(path, "rb") as f:
                         got = f.read()
-                except OSError as e:
-                    errors.append("%s/%d: %s" % (store, i, errno.errorcode[e.errno]))
+                except Exception as e:  # a thread's failure must fail the check
+                    errors.append("%s/%d: %r" % (store, i, e))
                     return
                 if size != len(want) or got != want:
                     errors.append("%s/%d: size %d, %d bytes, expected %d" % (store, i, size, len(got), len(want)))
