@@ -349,8 +349,8 @@ static void print_files(FILE *out, const struct cold_wl *c)
             "**Record files** (the plan's first %zu records, a file each: open, read to end of "
             "file, close; several readers take every n-th file; zrecordfs in its default mode%s; "
             "*ext4 files through FUSE* reads the plain files through bench/fuse_ceiling, which "
-            "serves them by splicing from them, as zrecordfs serves a cold record: the most a FUSE "
-            "file system gets from them here):"
+            "serves them by splicing from them, as zrecordfs serves a cold record: ext4's reads of "
+            "the files plus FUSE's round trips):"
             "\n\n"
             "| files | readers | cold files/s | cold MiB/s | disk read / read | own | "
             "warm files/s | warm MiB/s |\n"
@@ -505,8 +505,9 @@ static int print_targets(FILE *out, const struct cold_wl *cws, size_t n)
             if (a && b)
                 add_target(t, &nt, wl, b->cold.secs / a->cold.secs, 1.0, false,
                            "zrecordfs-raw / plain files on ext4, cold files/s, %d reader%s", r, s);
-            /* The same files through FUSE: what FUSE itself leaves of
-             * ext4's rate, the most a FUSE file system can reach here. */
+            /* The same files through FUSE: what FUSE's round trips leave
+             * of ext4's rate, for a file system that reads what ext4
+             * reads. */
             if (f && b)
                 add_target(t, &nt, wl, b->cold.secs / f->cold.secs, NAN, false,
                            "ext4 files through FUSE / plain files on ext4, cold files/s, %d "

@@ -14,7 +14,8 @@
 # A ZRECORDFS of `ceiling` (libfuse's multi-threaded loop) or `ceiling-s`
 # (zrecordfs's one-thread loop) mounts bench/fuse_ceiling over the plain
 # folder instead: the same files served through FUSE by splicing from
-# them, the most any FUSE driver gets from them on this machine.
+# them, ext4's reads plus FUSE's own cost. Needs root (the page cache is
+# dropped before each pass).
 #
 # usage: bench/fileab.sh [--readers N] [--files N] [--passes P]
 #                        [--store zr-raw|zr-zstd] WORKLOAD_DIR ZRECORDFS...

@@ -14,9 +14,9 @@
  * (i below count), and serves their bytes from those files: attributes
  * from fstatat at LOOKUP, a descriptor opened at OPEN, each READ spliced
  * from it to the device, as zrecordfs answers a cold record file.
- * Cold (page cache dropped), that is the most any FUSE driver can get
- * from the same files on the same disk: the files read through it
- * against the files read directly give FUSE's own cost for cold files.
+ * Cold (page cache dropped), the files read through it against the same
+ * files read directly give FUSE's own cost for cold files: what a FUSE
+ * driver that reads what ext4 reads can get from them at best.
  * It also asks the kernel for what zrecordfs does (fs/mount.c): parallel
  * lookups in a folder, a read-ahead of 1 MiB, spliced replies.
  *

@@ -424,11 +424,11 @@ int zfs_rec_get(struct zfs_fs *fs, struct zfs_store *st, uint64_t i, struct zfs_
 }
 
 /* The size of a Ragged record file whose bytes are not cached needs only
- * the record's shape prefix: zr_record_extent reads its entry and prefix
- * with small reads of their own when the handle is not reading from
- * memory (a fault on the mapping would read megabytes around them; a
- * handle reading from memory has them there), and the disk is asked for
- * the rest of the record without waiting. A LOOKUP is then answered after one small read
+ * the record's shape prefix: zr_record_extent reads its entry and, when
+ * the prefix's pages are not cached, the prefix with small reads of
+ * their own (a fault on the mapping would read megabytes around them),
+ * unless the handle reads from memory, and the disk is asked for the
+ * rest of the record without waiting. A LOOKUP is then answered after one small read
  * instead of the whole record's, and the rest arrives while the kernel
  * sends OPEN and READ (doc/cold-reads.md). Raw stores on read-only
  * mounts only (st->direct), whose files the mapping serves. */

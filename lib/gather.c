@@ -642,11 +642,12 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     if (planned && (rc = zr_batch_locs(s, &i, 1, l, true)) != 0)
         return rc;
     uint8_t head[8 * (1 + ZR_MAX_NDIM)];
-    uint32_t hlen = (uint32_t)(l->logic_length < sizeof head ? l->logic_length : sizeof head);
+    uint32_t hlen = 0;
+    if (planned && s->id.kind == ZR_RAGGED)
+        hlen = (uint32_t)(l->logic_length < sizeof head ? l->logic_length : sizeof head);
     /* A prefix whose pages are cached is read from the mapping: a
      * cachestat costs less than a planned read. */
-    bool head_read = planned && s->id.kind == ZR_RAGGED &&
-                     zr_range_cached(s, l->chunk_id, l->offset, hlen) != 1;
+    bool head_read = hlen > 0 && zr_range_cached(s, l->chunk_id, l->offset, hlen) != 1;
     if (head_read) {
         struct zr_piece pc = {.file = l->chunk_id, .len = hlen, .off = l->offset, .to = head};
         struct zr_plan_stats st;

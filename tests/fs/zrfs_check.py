@@ -189,28 +189,25 @@ def cmd_lookups(mnt, exp, stores):
     threads = 8
     for store in stores:
         _, _, recs = manifest(exp, store)
-        barrier = threading.Barrier(threads)
+        barrier = threading.Barrier(threads, timeout=60)
         errors = []
 
         def worker(k):
+            # Any failure of a thread, whatever it raises, fails the check.
             try:
                 barrier.wait()
-            except threading.BrokenBarrierError as e:
-                errors.append("%s: %r" % (store, e))
-                return
-            for i, _ in recs[k::threads]:
-                path = os.path.join(mnt, store, str(i))
-                want = expected(exp, store, i)
-                try:
+                for i, _ in recs[k::threads]:
+                    path = os.path.join(mnt, store, str(i))
+                    want = expected(exp, store, i)
                     size = os.stat(path).st_size
                     with open(path, "rb") as f:
                         got = f.read()
-                except Exception as e:  # a thread's failure must fail the check
-                    errors.append("%s/%d: %r" % (store, i, e))
-                    return
-                if size != len(want) or got != want:
-                    errors.append("%s/%d: size %d, %d bytes, expected %d" % (store, i, size, len(got), len(want)))
-                    return
+                    if size != len(want) or got != want:
+                        errors.append("%s/%d: size %d, %d bytes, expected %d"
+                                      % (store, i, size, len(got), len(want)))
+                        return
+            except Exception as e:
+                errors.append("%s, thread %d: %r" % (store, k, e))
 
         pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
         for t in pool:
