@@ -511,6 +511,19 @@ static int run_loader_row(const struct cold_opts *o, struct cold_wl *c, int z,
 
 /* ---- Record files: plain files against zrecordfs ---------------------- */
 
+/* The program `rel` of the build tree this benchmark (bench/coldbench)
+ * belongs to, in out; 0 when it is there to run. */
+static int build_path(char *out, size_t n, const char *rel)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return -1;
+    exe[k] = 0;
+    snprintf(out, n, "%s/%s", dirname(dirname(exe)), rel);
+    return access(out, X_OK);
+}
+
 static int driver_path(char *out, size_t n)
 {
     const char *env = getenv("ZRBENCH_ZRECORDFS");
@@ -518,25 +531,7 @@ static int driver_path(char *out, size_t n)
         snprintf(out, n, "%s", env);
         return 0;
     }
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0)
-        return -1;
-    exe[k] = 0;
-    snprintf(out, n, "%s/fs/zrecordfs", dirname(dirname(exe)));
-    return access(out, X_OK);
-}
-
-/* bench/fuse_ceiling, beside this program. */
-static int ceiling_path(char *out, size_t n)
-{
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0)
-        return -1;
-    exe[k] = 0;
-    snprintf(out, n, "%s/fuse_ceiling", dirname(exe));
-    return access(out, X_OK);
+    return build_path(out, n, "fs/zrecordfs");
 }
 
 /* Mount what row `which` of run_files_row reads on mnt: zrecordfs over
@@ -547,7 +542,7 @@ static int mount_files(const struct workload *w, int which, int readers, const c
 {
     char driver[PATH_MAX];
     if (which == 3) {
-        if (ceiling_path(driver, sizeof driver) != 0) {
+        if (build_path(driver, sizeof driver, "bench/fuse_ceiling") != 0) {
             fprintf(stderr, "coldbench: no bench/fuse_ceiling (make bench builds it)\n");
             return -1;
         }

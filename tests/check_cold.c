@@ -991,14 +991,15 @@ START_TEST(warm_store_goes_mapped_where_io_uring_is_refused)
 }
 END_TEST
 
-/* Pages of the record table (every .loc file of dir) in the page cache,
- * or -1 where the kernel cannot tell. */
-static int64_t table_pages(const char *dir)
+/* Pages in the page cache of the files 0<ext>, 1<ext>, ... of dir (".loc":
+ * the record table, ".chunk": the records), or -1 where the kernel
+ * cannot tell. */
+static int64_t files_pages(const char *dir, const char *ext)
 {
     int64_t sum = 0;
     for (unsigned g = 0;; g++) {
         char name[32];
-        snprintf(name, sizeof name, "%u.loc", g);
+        snprintf(name, sizeof name, "%u%s", g, ext);
         char *p = zt_join(dir, name);
         bool there = access(p, F_OK) == 0;
         free(p);
@@ -1048,7 +1049,7 @@ START_TEST(records_cached_reads_no_table)
     uint64_t idx[] = {cs.n / 2, 3, cs.n - 1};
     for (size_t k = 0; k < 3; k++) {
         ck_assert_int_eq(zr_records_cached(s, &idx[k], 1), 0);
-        ck_assert_msg(table_pages(cs.path) == 0, "%s: asking about record %llu read the table",
+        ck_assert_msg(files_pages(cs.path, ".loc") == 0, "%s: asking about record %llu read the table",
                       c->name, (unsigned long long)idx[k]);
     }
     /* The records' bytes cached and their entries not: still not cached
@@ -1056,31 +1057,13 @@ START_TEST(records_cached_reads_no_table)
     warm_chunks(cs.path);
     for (size_t k = 0; k < 3; k++)
         ck_assert_int_eq(zr_records_cached(s, &idx[k], 1), 0);
-    ck_assert_msg(table_pages(cs.path) == 0, "%s: asking read the table", c->name);
+    ck_assert_msg(files_pages(cs.path, ".loc") == 0, "%s: asking read the table", c->name);
     warm_files(cs.path);
     ck_assert_int_eq(zr_records_cached(s, idx, 3), 1);
     zr_close(s);
     cold_store_free(&cs);
 }
 END_TEST
-
-/* Pages of dir's chunk files in the page cache. */
-static int64_t chunk_pages(const char *dir)
-{
-    int64_t sum = 0;
-    for (unsigned k = 0;; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "%u.chunk", k);
-        char *p = zt_join(dir, name);
-        bool there = access(p, F_OK) == 0;
-        free(p);
-        if (!there)
-            return sum;
-        int64_t total, n = file_pages(dir, name, &total);
-        ck_assert_int_ge(n, 0);
-        sum += n;
-    }
-}
 
 /* zr_record_span and zr_record_extent of a Ragged record whose pages are
  * not cached check its shape prefix from a read of the prefix alone: a
@@ -1101,13 +1084,14 @@ START_TEST(span_of_a_cold_ragged_record_reads_its_prefix_alone)
     ZR_OK_CALL(zr_open(&s, cs.path, ZR_RDONLY));
     const uint64_t idx[] = {cs.n / 2, cs.n / 3 + 1, cs.n - 7};
     for (size_t k = 0; k < 3; k++) {
-        int64_t before = chunk_pages(cs.path);
+        int64_t before = files_pages(cs.path, ".chunk");
+        ck_assert_int_ge(before, 0);
         const void *p;
         uint64_t size, at, n;
         int fd;
         ZR_OK_CALL(zr_record_span(s, idx[k], &p, &size));
         ZR_OK_CALL(zr_record_extent(s, idx[k], &fd, &at, &n));
-        int64_t read = chunk_pages(cs.path) - before;
+        int64_t read = files_pages(cs.path, ".chunk") - before;
         ck_assert_msg(read <= 2, "record %llu: %lld chunk pages read for its prefix",
                       (unsigned long long)idx[k], (long long)read);
         ck_assert_uint_eq(n, size);

@@ -209,13 +209,7 @@ def cmd_lookups(mnt, exp, stores):
             except Exception as e:
                 errors.append("%s, thread %d: %r" % (store, k, e))
 
-        pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-        if errors:
-            fail(errors[0])
+        run_threads(worker, threads, errors)
     print("%d folders looked up in parallel" % len(stores))
 
 
@@ -334,6 +328,18 @@ def expect_errno(want, fn, what):
     fail("%s succeeded, expected %s" % (what, errno.errorcode[want]))
 
 
+def run_threads(worker, n, errors):
+    """worker(0) .. worker(n - 1) on threads of their own; fails with the
+    first message a worker put in errors."""
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        fail(errors[0])
+
+
 def direct_many(path, n, want_of, where):
     """Descriptors of one .gather, O_DIRECT and not, each in its own
     thread writing its own lists and reading whole batches at the same
@@ -364,13 +370,7 @@ def direct_many(path, n, want_of, where):
         finally:
             os.close(fd)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        fail(errors[0])
+    run_threads(worker, 4, errors)
 
 
 def cmd_gather_direct(mnt, exp, stores):
