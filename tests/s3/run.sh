@@ -12,7 +12,8 @@
 #
 # Skipped (77) only where the server cannot run: not root, or the Ceph
 # programs missing (bash scripts/deps.sh). CI runs it as root with them.
-# LOADERX_S3_TEST_TIMEOUT (default 600) bounds each t_*.sh, in seconds.
+# LOADERX_S3_TEST_TIMEOUT (default 600) bounds each t_*.sh, in seconds;
+# LOADERX_S3_TESTS (a shell pattern, default t_*.sh) picks which run.
 set -u
 
 top_srcdir=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,7 +74,7 @@ export srcdir top_srcdir top_builddir
 pass=0
 failed=""
 skip=0
-for t in "$top_srcdir"/tests/s3/t_*.sh; do
+for t in "$top_srcdir"/tests/s3/${LOADERX_S3_TESTS:-t_*.sh}; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
     echo "=== $name"
