@@ -127,7 +127,7 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
      * user reads it. */
     int fd = -1, tries = 0;
     for (int reopen = 0; fd < 0; reopen++) {
-        fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        fd = zr_io.openat(rc->storefd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
             int e = errno;
             zr_err_sys(e, "opening the cache file %s of %s", name, s->path);
@@ -149,6 +149,16 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
             nanosleep(&(struct timespec){0, 1000000}, NULL);
         }
         if (e == 0 && zr_io.fstat(fd, &st) != 0)
+            e = errno;
+        /* Only a file of this user's is trusted to hold the store's bytes;
+         * one readable by others is made this user's alone. */
+        if (e == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+            zr_io.close(fd);
+            return zr_err(ZR_EINVAL, "the cache file %s of %s is not a file of this user's "
+                          "(uid %u, mode %06o)", name, s->path, (unsigned)st.st_uid,
+                          (unsigned)st.st_mode);
+        }
+        if (e == 0 && (st.st_mode & 077) && fchmod(fd, 0600) != 0)
             e = errno;
         if (e == 0 && st.st_nlink > 0)
             break;
@@ -239,6 +249,29 @@ int zr_rcache_dup(zr_store *s, struct zr_ftable *t, uint32_t id)
     return fd >= 0 ? fd : fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
 }
 
+/* ---- names ------------------------------------------------------------ */
+
+/* A store's folder: 16 lowercase hex digits (zr_rcache_attach). */
+static bool is_store_name(const char *n)
+{
+    size_t k = 0;
+    for (; n[k]; k++)
+        if (!((n[k] >= '0' && n[k] <= '9') || (n[k] >= 'a' && n[k] <= 'f')))
+            return false;
+    return k == 16;
+}
+
+/* A cache file: a file id without leading zeros, then .chunk or .loc. */
+static bool is_cache_file_name(const char *n)
+{
+    size_t k = 0;
+    while (n[k] >= '0' && n[k] <= '9')
+        k++;
+    if (k == 0 || k > 10 || (n[0] == '0' && k > 1) || n[k] != '.')
+        return false;
+    return strcmp(n + k + 1, "chunk") == 0 || strcmp(n + k + 1, "loc") == 0;
+}
+
 /* ---- eviction ---------------------------------------------------------- */
 
 struct held {
@@ -285,7 +318,7 @@ static void evict(struct zr_rcache *rc)
 
 static void evict_locked(struct zr_rcache *rc)
 {
-    int lk = openat(rc->rootfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int lk = openat(rc->rootfd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (lk < 0)
         return;
     if (flock(lk, LOCK_EX | LOCK_NB) != 0) {
@@ -298,16 +331,25 @@ static void evict_locked(struct zr_rcache *rc)
     int rd = openat(rc->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *root = rd >= 0 ? fdopendir(rd) : NULL;
     struct dirent *e;
+    /* Only what the cache makes is counted and evicted: its stores'
+     * folders and, in them, its files, all of this user's. Anything else
+     * in the folder (it has the cache's marker) is left alone. */
+    uid_t me = geteuid();
     while (root && (e = readdir(root)) != NULL) {
-        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof h->store)
+        if (!is_store_name(e->d_name) || strlen(e->d_name) >= sizeof h->store)
             continue;
-        int sd = openat(rc->rootfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
+        int sd = openat(rc->rootfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sd >= 0 && (fstat(sd, &st) != 0 || st.st_uid != me)) {
+            close(sd);
+            sd = -1;
+        }
         DIR *d = sd >= 0 ? fdopendir(sd) : NULL;
         struct dirent *fe;
         while (d && (fe = readdir(d)) != NULL) {
-            struct stat st;
-            if (fe->d_name[0] == '.' || strlen(fe->d_name) >= sizeof h->name ||
-                fstatat(sd, fe->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode))
+            if (!is_cache_file_name(fe->d_name) || strlen(fe->d_name) >= sizeof h->name ||
+                fstatat(sd, fe->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(st.st_mode) || st.st_uid != me)
                 continue;
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;
@@ -339,7 +381,7 @@ static void evict_locked(struct zr_rcache *rc)
             /* A file a handle holds (its shared lock) stays: its bytes are
              * in use, and an unlinked file would keep them on the disk,
              * out of the folder's count, for as long as the handle lives. */
-            int fd = openat(rc->rootfd, path, O_RDONLY | O_CLOEXEC);
+            int fd = openat(rc->rootfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
             if (fd < 0)
                 continue;
             if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(rc->rootfd, path, 0) == 0)
@@ -610,6 +652,183 @@ static int make_folder(const char *dir)
     return 0;
 }
 
+/* ---- the cache folder's rules ------------------------------------------ */
+
+/* The cache folder is the cache's alone: eviction deletes files in it, and
+ * what its files hold is served as the store's records. A marker at its
+ * root (the Cache Directory Tagging format, which backup tools also
+ * honour) says that this cache made it; a folder that holds anything else
+ * and no marker is someone's data, never evicted from. */
+#define TAG_NAME "CACHEDIR.TAG"
+#define TAG_TEMP ".tag-"
+static const char tag_text[] =
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This folder is the block cache of loaderx's remote stores\n"
+    "# (LOADERX_CACHE_DIR): any file in it may be deleted at any time.\n";
+/* The part of tag_text a marker must start with: its first two lines. */
+#define TAG_KEY (sizeof "Signature: 8a477f597d28d172789f06886806bc55\n" - 1 + \
+                 sizeof "# This folder is the block cache of loaderx's remote stores\n" - 1)
+
+/* Another user who may write to a folder of the cache, or who owns it,
+ * can plant files in it that read as records; so only this user's own
+ * folders, writable by no one else, are used (what ssh asks of ~/.ssh). */
+static int check_folder(const struct stat *st, const char *what, const char *path)
+{
+    if (!S_ISDIR(st->st_mode))
+        return zr_err(ZR_EINVAL, "%s %s is not a folder", what, path);
+    if (st->st_uid != geteuid())
+        return zr_err(ZR_EINVAL, "%s %s belongs to uid %u, not to this user (uid %u): "
+                      "give LOADERX_CACHE_DIR a folder of your own",
+                      what, path, (unsigned)st->st_uid, (unsigned)geteuid());
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return zr_err(ZR_EINVAL, "%s %s is writable by %s (mode %04o): other users could "
+                      "plant records in it; chmod go-w it", what, path,
+                      (st->st_mode & S_IWOTH) ? "others" : "its group",
+                      (unsigned)(st->st_mode & 07777));
+    return 0;
+}
+
+/* The folders above the cache folder: one another user may write to
+ * could have the cache folder renamed away and replaced, unless it is
+ * sticky (as /tmp is), where only a name's owner may do that. Each must
+ * belong to this user or to root. */
+static int check_parents(const char *dir)
+{
+    char *real = realpath(dir, NULL);
+    if (!real)
+        return zr_err_sys(errno, "resolving the cache folder %s", dir);
+    int rc = 0;
+    for (char *slash = strrchr(real, '/'); slash && rc == 0; slash = strrchr(real, '/')) {
+        slash[slash == real] = '\0'; /* "/a/b" -> "/a" -> "/" */
+        struct stat st;
+        if (stat(real, &st) != 0)
+            rc = zr_err_sys(errno, "checking %s, above the cache folder %s", real, dir);
+        else if (st.st_uid != 0 && st.st_uid != geteuid())
+            rc = zr_err(ZR_EINVAL, "%s, above the cache folder %s, belongs to uid %u, who "
+                        "could replace the cache folder: give LOADERX_CACHE_DIR a folder "
+                        "under folders of your own", real, dir, (unsigned)st.st_uid);
+        else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+            rc = zr_err(ZR_EINVAL, "%s, above the cache folder %s, is writable by other "
+                        "users and not sticky (mode %04o): they could replace the cache "
+                        "folder", real, dir, (unsigned)(st.st_mode & 07777));
+        if (real[1] == '\0')
+            break;
+    }
+    free(real);
+    return rc;
+}
+
+/* 1 if the marker at the root of rootfd is this cache's, 0 if there is
+ * none, or the error. */
+static int read_tag(int rootfd, const char *dir)
+{
+    int fd = zr_io.openat(rootfd, TAG_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return zr_err_sys(errno, "opening %s/%s", dir, TAG_NAME);
+    struct stat st;
+    char buf[sizeof tag_text];
+    ssize_t got = zr_io.fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()
+                      ? pread(fd, buf, sizeof buf, 0)
+                      : -1;
+    zr_io.close(fd);
+    if (got < (ssize_t)TAG_KEY || memcmp(buf, tag_text, TAG_KEY) != 0)
+        return zr_err(ZR_EEXIST, "%s/%s was not written by loaderx's cache (or not by this "
+                      "user): %s is not a loaderx cache folder", dir, TAG_NAME, dir);
+    return 1;
+}
+
+/* Write the marker: in full under a temporary name, then linked to its
+ * name, so that a process that finds one finds all of it. */
+static int write_tag(int rootfd, const char *dir)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, TAG_TEMP "%ld", (long)getpid());
+    (void)unlinkat(rootfd, tmp, 0);
+    int fd = zr_io.openat(rootfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0600);
+    if (fd < 0)
+        return zr_err_sys(errno, "creating %s/%s", dir, tmp);
+    int rc = zr_write_all(fd, tag_text, sizeof tag_text - 1, 0, "the cache folder's marker");
+    zr_io.close(fd);
+    if (rc == 0 && linkat(rootfd, tmp, rootfd, TAG_NAME, 0) != 0 && errno != EEXIST)
+        rc = zr_err_sys(errno, "writing %s/%s", dir, TAG_NAME);
+    (void)unlinkat(rootfd, tmp, 0);
+    if (rc != 0)
+        return rc;
+    return read_tag(rootfd, dir) == 1 ? 0 : zr_last_error_code();
+}
+
+/* A cache folder without a marker is taken only if it holds nothing but
+ * what the cache makes (a folder made by hand, or one of an older
+ * release); then it gets one. */
+static int claim_root(int rootfd, const char *dir)
+{
+    int rc = read_tag(rootfd, dir);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    int d = zr_io.openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    DIR *dp = d >= 0 ? fdopendir(d) : NULL;
+    if (!dp) {
+        int e = errno;
+        if (d >= 0)
+            zr_io.close(d);
+        return zr_err_sys(e, "listing the cache folder %s", dir);
+    }
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(dp)) != NULL) {
+        const char *n = e->d_name;
+        struct stat st;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, ".lock") == 0 ||
+            strcmp(n, TAG_NAME) == 0 || strncmp(n, TAG_TEMP, strlen(TAG_TEMP)) == 0)
+            continue;
+        if (is_store_name(n) && fstatat(rootfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode))
+            continue;
+        rc = zr_err(ZR_EEXIST, "the cache folder %s holds %s, which the cache did not make, "
+                    "and no %s of loaderx's: LOADERX_CACHE_DIR must name a new or empty "
+                    "folder, kept for the cache alone", dir, n, TAG_NAME);
+    }
+    closedir(dp);
+    return rc == 0 ? write_tag(rootfd, dir) : rc;
+}
+
+/* Open the cache folder dir, made if missing, after checking that no
+ * other user can write to it or replace it, and that it is the cache's. */
+static int open_root(const char *dir, int *out)
+{
+    *out = -1;
+    if (make_folder(dir) != 0)
+        return zr_err_sys(errno, "creating the cache folder %s", dir);
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return zr_err_sys(errno, "checking the cache folder %s", dir);
+    /* A link that another user made (in a shared /tmp, say) points where
+     * they chose: one of this user's folders, to be filled and evicted. */
+    if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+        return zr_err(ZR_EINVAL, "the cache folder %s is a symbolic link of uid %u, not of "
+                      "this user (uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    int rc = check_parents(dir);
+    if (rc != 0)
+        return rc;
+    int fd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return zr_err_sys(errno, "opening the cache folder %s", dir);
+    if (zr_io.fstat(fd, &st) != 0)
+        rc = zr_err_sys(errno, "checking the cache folder %s", dir);
+    if (rc == 0)
+        rc = check_folder(&st, "the cache folder", dir);
+    if (rc == 0)
+        rc = claim_root(fd, dir);
+    if (rc != 0) {
+        zr_io.close(fd);
+        return rc;
+    }
+    *out = fd;
+    return 0;
+}
+
 int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t version)
 {
     struct zr_rcache *rc = zr_calloc(1, sizeof *rc);
@@ -640,11 +859,9 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t 
         for (uint32_t i = 0; i <= rc->count[k]; i++)
             rc->files[k][i] = (struct rfile){.fd = -1, .bits = NULL};
     }
-    if (make_folder(dir) != 0)
-        return zr_err_sys(errno, "creating the cache folder %s", dir);
-    rc->rootfd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (rc->rootfd < 0)
-        return zr_err_sys(errno, "opening the cache folder %s", dir);
+    int e = open_root(dir, &rc->rootfd);
+    if (e != 0)
+        return e;
     /* The folder of this store: a hash of what makes it this store. */
     uint64_t h = 1469598103934665603ull;
 #define MIX(p, n)                                                                  \
@@ -669,10 +886,16 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t 
     snprintf(name, sizeof name, "%016" PRIx64, h);
     if (zr_io.mkdirat(rc->rootfd, name, 0700) != 0 && errno != EEXIST)
         return zr_err_sys(errno, "creating the cache folder %s/%s", dir, name);
-    rc->storefd = zr_io.openat(rc->rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    rc->storefd = zr_io.openat(rc->rootfd, name,
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (rc->storefd < 0)
         return zr_err_sys(errno, "opening the cache folder %s/%s", dir, name);
-    return 0;
+    struct stat st;
+    if (zr_io.fstat(rc->storefd, &st) != 0)
+        return zr_err_sys(errno, "checking the cache folder %s/%s", dir, name);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return check_folder(&st, "the cache folder", path);
 }
 
 void zr_rcache_fork_prepare(zr_store *s)
