@@ -39,18 +39,41 @@ struct scan {
     size_t first; /* the round's first block */
     _Atomic int err; /* a file could not be read at all: the scan stops */
     char errmsg[512];
+    char errfile[64];
 };
 
-/* A file could not be opened or mapped (a limit, an I/O error): that is
- * not a finding about the store, so the scan stops and reports it. */
-static void scan_error(struct scan *c, int rc)
+/* A file could not be opened, mapped or fetched (a limit, an I/O error,
+ * a remote object deleted or replaced after the open): the scan cannot
+ * go on, so it stops and returns that error. The report still lists it,
+ * as its last problem, so that every caller can say which file failed.
+ * file is the file's name where the caller knows it, else "" (a remote
+ * read's message names the object). */
+static void scan_error(struct scan *c, int rc, const char *file)
 {
     pthread_mutex_lock(&c->lock);
     if (c->err == 0) {
         c->err = rc;
         snprintf(c->errmsg, sizeof c->errmsg, "%s", zr_last_error());
+        snprintf(c->errfile, sizeof c->errfile, "%s", file);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* Where msg, a remote read's error ("GET URL/3.chunk: why"), names a
+ * store file: its name to file and the offset of the why, else 0. */
+static size_t named_file(const char *msg, char *file, size_t cap)
+{
+    for (const char *q = strchr(msg, '/'); q; q = strchr(q + 1, '/')) {
+        const char *d = q + 1;
+        while (*d >= '0' && *d <= '9')
+            d++;
+        size_t sl = strncmp(d, ".chunk: ", 8) == 0 ? 6 : strncmp(d, ".loc: ", 6) == 0 ? 4 : 0;
+        if (d == q + 1 || sl == 0 || (size_t)(d - q) + sl > cap)
+            continue;
+        snprintf(file, cap, "%.*s", (int)(d - q - 1 + sl), q + 1);
+        return (size_t)(d + sl + 2 - msg);
+    }
+    return 0;
 }
 
 static void problem(struct scan *c, const char *file, uint64_t entry, const char *fmt, ...)
@@ -99,7 +122,9 @@ static const uint8_t *entry_mapped(struct scan *c, uint64_t i)
     zr_store *s = c->s;
     const uint8_t *map = zr_file_map(s, &s->segs, (uint32_t)(i >> s->seg_shift));
     if (!map) {
-        scan_error(c, zr_last_error_code());
+        char file[64];
+        snprintf(file, sizeof file, "%u.loc", (unsigned)(i >> s->seg_shift));
+        scan_error(c, zr_last_error_code(), file);
         return NULL;
     }
     return map + (i & (((uint64_t)1 << s->seg_shift) - 1)) * ZR_LOC_SIZE;
@@ -210,7 +235,9 @@ static void decode_mapped(struct scan *c, struct scratch *w, uint64_t a, uint64_
         c->ok[i] = 1;
         const uint8_t *src = zr_file_map(s, &s->chunks, l.chunk_id);
         if (!src) {
-            scan_error(c, zr_last_error_code());
+            char file[64];
+            snprintf(file, sizeof file, "%u.chunk", l.chunk_id);
+            scan_error(c, zr_last_error_code(), file);
             break;
         }
         check_record(c, w, i, &l, src + l.offset);
@@ -288,7 +315,7 @@ static void decode_remote(struct scan *c, struct scratch *w, uint64_t a, uint64_
             check_record(c, w, a + pc[j].tag, &locs[pc[j].tag], pc[j].to);
     }
     if (rc != 0)
-        scan_error(c, rc);
+        scan_error(c, rc, "");
     zr_free(stage);
     zr_free(pc);
     zr_free(locs);
@@ -336,13 +363,13 @@ static void check_overlaps(struct scan *c)
     uint64_t j = 0;
     uint8_t *block = s->remote ? zr_malloc(BLOCK * ZR_LOC_SIZE) : NULL;
     if (s->remote && !block)
-        scan_error(c, zr_err(ZR_ENOMEM, "verifying %s", s->path));
+        scan_error(c, zr_err(ZR_ENOMEM, "verifying %s", s->path), "");
     unsigned rs = zr_read_enter(s);
     for (uint64_t i = 0; i < c->len && !c->err; i++) {
         if (s->remote && i % BLOCK == 0) {
             int rc = fetch_entries(s, i, ZR_MIN(c->len, i + BLOCK), block);
             if (rc != 0) {
-                scan_error(c, rc);
+                scan_error(c, rc, "");
                 break;
             }
         }
@@ -413,24 +440,40 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     /* Decode in rounds of ROUND blocks so progress is reported from the
      * calling thread between them. */
     size_t nblocks = (size_t)((c.len + BLOCK - 1) / BLOCK);
+    uint64_t checked = 0;
     for (size_t b0 = 0; b0 < nblocks && !c.err; b0 += ROUND) {
         c.first = b0;
         zr_pool_run(ZR_MIN(ROUND, nblocks - b0), decode_block, &c);
-        zr_report(s, ZR_MIN(c.len, (uint64_t)(b0 + ROUND) * BLOCK), c.len);
+        if (!c.err) {
+            checked = ZR_MIN(c.len, (uint64_t)(b0 + ROUND) * BLOCK);
+            zr_report(s, checked, c.len);
+        }
     }
     if (c.len == 0)
         zr_report(s, 0, 0);
     if (!c.err)
         check_overlaps(&c);
-    c.r->pub.records_checked = c.len;
+    c.r->pub.records_checked = c.err ? checked : c.len;
     pthread_mutex_destroy(&c.lock);
     zr_free(c.ok);
+    *out = &c.r->pub;
     if (c.err) {
-        zr_verify_report_free(&c.r->pub);
+        /* The file that stopped the scan matters more than a finding
+         * past the first thousand, so it takes the last place if the
+         * list is full. */
+        struct report *r = c.r;
+        if (r->pub.nlisted == MAX_LISTED)
+            r->pub.nlisted--;
+        zr_problem *p = &r->problems[r->pub.nlisted++];
+        *p = (zr_problem){.size = sizeof *p, .entry = UINT64_MAX};
+        size_t at = c.errfile[0] ? 0 : named_file(c.errmsg, p->file, sizeof p->file);
+        if (c.errfile[0])
+            snprintf(p->file, sizeof p->file, "%s", c.errfile);
+        snprintf(p->what, sizeof p->what, "%.*s", (int)sizeof p->what - 1, c.errmsg + at);
+        r->pub.nproblems++;
         zr_err_restore(c.err, c.errmsg);
         return c.err;
     }
-    *out = &c.r->pub;
     if (c.r->pub.nproblems == 0)
         return 0;
     const zr_problem *p = &c.r->problems[0];

@@ -565,12 +565,16 @@ int cli_verify(zr_store *s, const char *store, bool quiet)
     int zrc = zr_verify(s, &rep);
     progress_end(&prog);
     zr_set_progress(s, NULL, NULL);
-    if (zrc != 0 && zrc != ZR_ECORRUPT)
+    /* A report comes back whenever the scan ran, even one a file stopped
+     * (it lists that file last); without one, the error says it all. */
+    if (!rep)
         return cli_fail_lib(NULL);
     int rc = EXIT_OK;
     for (size_t k = 0; k < rep->nlisted; k++) {
         const zr_problem *p = zr_verify_problem(rep, k);
-        if (p->entry == UINT64_MAX)
+        if (!p->file[0])
+            printf("%s: %s\n", store, p->what);
+        else if (p->entry == UINT64_MAX)
             printf("%s/%s: %s\n", store, p->file, p->what);
         else
             printf("%s/%s: record %llu: %s\n", store, p->file, (unsigned long long)p->entry,
@@ -584,6 +588,8 @@ int cli_verify(zr_store *s, const char *store, bool quiet)
                (unsigned long long)rep->records_checked);
     if (fflush(stdout) != 0)
         rc = cli_fail("writing stdout failed");
+    else if (zrc != 0 && zrc != ZR_ECORRUPT)
+        rc = cli_fail_lib(NULL);
     else if (rep->nproblems > 0 || zrc == ZR_ECORRUPT)
         rc = cli_fail("%s: %llu problem%s found in %llu records", store,
                       (unsigned long long)rep->nproblems, rep->nproblems == 1 ? "" : "s",

@@ -279,6 +279,34 @@ START_TEST(verify_passes_a_sound_store)
 }
 END_TEST
 
+START_TEST(verify_reports_a_file_that_went_missing_after_the_open)
+{
+    /* Chunks of 4 KiB: the open reads the header's chunk, the last, and
+     * 0.chunk only when the scan first maps it. */
+    zr_testing_set_geometry(4096, 16);
+    zt_model m = {0};
+    zr_store *s = make_store(ZR_CODEC_RAW, 0, 400, &m);
+    zr_close(s);
+    ZR_OK_CALL(zr_open(&s, path, ZR_RDONLY));
+    char *cp = zt_join(path, "0.chunk");
+    ck_assert_int_eq(unlink(cp), 0);
+    free(cp);
+    zr_verify_report *rep = NULL;
+    ZR_FAIL_CALL(zr_verify(s, &rep), ZR_ECORRUPT);
+    ck_assert_msg(strstr(zr_last_error(), "0.chunk is missing"), "%s", zr_last_error());
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_uint_eq(rep->records_checked, 0);
+    ck_assert_uint_ge(rep->nlisted, 1);
+    const zr_problem *p = zr_verify_problem(rep, rep->nlisted - 1);
+    ck_assert_str_eq(p->file, "0.chunk");
+    ck_assert_uint_eq(p->entry, UINT64_MAX);
+    ck_assert_msg(strstr(p->what, "0.chunk is missing"), "%s", p->what);
+    zr_verify_report_free(rep);
+    zr_close(s);
+    zt_model_free(&m);
+}
+END_TEST
+
 static void patch(const char *name, uint64_t off, const void *bytes, size_t n)
 {
     char *p = zt_join(path, name);
@@ -607,6 +635,7 @@ Suite *suite_maint(void)
     tcase_add_test(tc, stats_count_stored_and_file_bytes);
     tcase_add_test(tc, verify_passes_a_sound_store);
     tcase_add_test(tc, verify_lists_every_damaged_entry);
+    tcase_add_test(tc, verify_reports_a_file_that_went_missing_after_the_open);
     tcase_add_test(tc, a_failure_at_any_write_of_compact_leaves_before_or_after);
     tcase_add_test(tc, a_failure_at_any_write_of_delete_leaves_before_or_after);
     tcase_add_test(tc, a_read_only_open_finishes_an_interrupted_delete);

@@ -550,9 +550,15 @@ typedef struct zr_verify_report {
 /* Scan the whole store: every table entry in bounds, every record decodes
  * to its logical length, every Ragged prefix consistent, no two live
  * records overlapping. *out receives the report (free it with
- * zr_verify_report_free) whether or not problems were found. Returns 0
- * when the store is sound, ZR_ECORRUPT when problems were found, another
- * code when the scan itself could not run. Thread rules: as a gather. */
+ * zr_verify_report_free) whether or not problems were found, and on every
+ * return but ZR_EINVAL and ZR_ENOMEM before the scan began. Returns 0
+ * when the store is sound, ZR_ECORRUPT when problems were found. When a
+ * file cannot be read (an I/O error; a remote object deleted, shortened
+ * or replaced after the open: ZR_ECORRUPT) the scan stops and returns that
+ * error, its report listing the file and the error as its last problem
+ * (file "" where the message names the object) and counting in
+ * records_checked only the records checked before it. Thread rules: as a
+ * gather. */
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out);
 ZR_API void zr_verify_report_free(zr_verify_report *r);
 

@@ -575,7 +575,10 @@ class _Store:
         """Check the whole store.
 
         Returns {'ok', 'records_checked', 'problems'}, problems being a list
-        of (file, entry or None, what) for the first thousand found.
+        of (file, entry or None, what) for the first thousand found. A file
+        that cannot be read as the store says (a remote object deleted,
+        shortened or replaced since the open) stops the scan and is listed
+        last, its file '' where what names the object; an I/O error raises.
         """
         out = ffi.new("zr_verify_report **")
         ptr = self._enter()
@@ -585,10 +588,12 @@ class _Store:
             self._leave()
         rep = out[0]
         try:
-            if rc < 0 and rc != _lib.ZR_ECORRUPT:
+            # ZR_ECORRUPT with a report is a finding (a file the scan could
+            # not read is listed last); any other error, or none, raises.
+            if rep == ffi.NULL or (rc < 0 and rc != _lib.ZR_ECORRUPT):
                 check(rc)
             problems = []
-            for k in range(rep.nlisted if rep != ffi.NULL else 0):
+            for k in range(rep.nlisted):
                 p = lib.zr_verify_problem(rep, k)
                 entry = None if p.entry == 2**64 - 1 else int(p.entry)
                 problems.append((ffi.string(p.file).decode(), entry,

@@ -96,6 +96,33 @@ def test_a_remote_store_is_read_only(s3, images):
         DenseStore.open(url, readonly=False)
 
 
+@pytest.mark.parametrize("change", ["deleted", "shortened", "replaced"])
+def test_verify_names_an_object_changed_after_the_open(s3, images, change):
+    # The scan stops at the object it cannot read as listed, and the report
+    # says which and why instead of the call failing without one.
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images)
+    url = upload(s3, "img")
+    key = url[len(f"s3://{BUCKET}/"):] + "/0.chunk"
+    r = DenseStore.open(url)
+    body = open("img/0.chunk", "rb").read()
+    if change == "deleted":
+        s3.delete_object(Bucket=BUCKET, Key=key)
+    elif change == "shortened":
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body[:len(body) // 2])
+    else:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(255 - b for b in body))
+    rep = r.verify()
+    r.close()
+    assert not rep["ok"]
+    assert rep["records_checked"] < len(images)
+    file, entry, what = rep["problems"][-1]
+    assert entry is None
+    assert "0.chunk" in file + what
+    assert {"deleted": "missing", "shortened": "shorter",
+            "replaced": "changed since it was listed"}[change] in what
+
+
 def test_a_pickled_remote_store_reopens_by_its_address(s3, images):
     with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
         s.append(images[:20])
