@@ -29,13 +29,9 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 base=s3://$LOADERX_TEST_BUCKET/t_verify/$$
 
-LOADERX_LIBRARY=$top/lib/.libs/libloaderx.so PYTHONPATH=$top/python "$PY" - <<'PYEOF'
-import numpy as np
-from loaderx.zrecord import DenseStore
-rng = np.random.default_rng(7)
-with DenseStore.create("s", np.uint8, (3, 32, 32)) as s:
-    s.append(rng.integers(0, 255, size=(400, 3, 32, 32), dtype=np.uint8))
-PYEOF
+"$PY" -c 'import numpy as np; np.save("s.npy", np.random.default_rng(7).integers(
+    0, 255, size=(400, 3, 32, 32), dtype=np.uint8))'
+"$zr" import s s.npy -q
 
 # change URL HOW: the store's 0.chunk deleted, shortened or replaced (its
 # bytes inverted, the length kept), or left as it was (none).
