@@ -22,8 +22,27 @@
  *      objects directly under the prefix are the store's; deeper "folders"
  *      are left alone.
  *  T4. Push then checks what moved: a listing must hold every file with
- *      its local size and nothing else, and the remote store must open
+ *      its local size and its ETag (the MD5 push computed of the local
+ *      bytes, s3etag.c) and nothing else, and the remote store must open
  *      with the local store's length, kind, dtype, item shape and codec.
+ *      So a push returns 0 only if, after its last write, the prefix
+ *      held exactly its store.
+ *  T6. Of pushes without ZR_PUSH_FORCE racing to one prefix exactly one
+ *      succeeds. Checking that the prefix is empty and uploading cannot
+ *      be one step, and the body objects of stores of the same sizes
+ *      have the same names, so a loser that uploaded at all could
+ *      overwrite the winner's bytes, even after the winner's check.
+ *      Hence the prefix is claimed before any byte of the store is sent:
+ *      push.claim is created with If-None-Match: *, which the server
+ *      grants to one caller only; the others fail with ZR_EEXIST having
+ *      written nothing. The holder lists again (a push that finished and
+ *      let go of its claim in between leaves its store there: refused,
+ *      the claim given back), uploads, sends meta.zr, again only if there
+ *      is none (a --force push may have published meanwhile), deletes the
+ *      claim and checks (T4). A push that fails keeps its claim, as it
+ *      keeps its other objects (T2): --force clears both. A --force push
+ *      neither claims nor honours a claim; it is for a prefix that one
+ *      writer owns, and T4 alone tells whether it won.
  *  T5. Pull refuses a prefix without meta.zr (an unfinished upload, T2).
  *      It writes into a new folder beside the target, syncs every file and
  *      the folder, lists the prefix again to check that nothing changed
@@ -39,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -57,12 +77,15 @@
 /* A pull fetches files in ranged GETs of this many bytes, all of them
  * through one batch, so large files come down many parts at once. */
 #define PULL_PART ((uint64_t)8 << 20)
+/* The object a push without force holds while it uploads (T6). */
+#define PUSH_CLAIM "push.claim"
 
 /* A file of a store: its name (short: "store.zr", "123.chunk"), size and,
  * while it is being copied, its descriptor and mapping. */
 struct xfile {
     char name[32];
-    char etag[72]; /* of the object, as listed ("" for a local file) */
+    char etag[ZR_S3_ETAG_MAX]; /* of the object as listed, or the one a local
+                                * file's upload gives (T4) */
     uint64_t size;
     int fd;
     uint8_t *map;
@@ -313,6 +336,11 @@ static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, const
             rc = zr_err(ZR_ECORRUPT, "%s/%s is %llu bytes %s, not %llu", zr_s3_url(c),
                         o[k].name, (unsigned long long)o[k].size, when,
                         (unsigned long long)x->size);
+        /* A listing without ETags leaves the sizes and the open to check. */
+        else if (o[k].etag[0] && strcasecmp(o[k].etag, x->etag) != 0)
+            rc = zr_err(ZR_ECORRUPT, "%s/%s is not the bytes pushed %s (ETag %s, not %s): "
+                        "another push wrote it", zr_s3_url(c), o[k].name, when, o[k].etag,
+                        x->etag);
         else
             seen++;
     }
@@ -348,17 +376,54 @@ static int check_opens(zr_store *s, const char *url)
     return rc;
 }
 
-/* T3: what the prefix holds now. Refused unless force; with force the
- * old header goes first, and *old keeps the listing to clear later. */
+static int refuse_held(struct zr_s3 *c, const struct zr_s3_obj *o, size_t n)
+{
+    return zr_err(ZR_EEXIST, "%s already holds %zu object%s (%s%s): push --force "
+                  "replaces it", zr_s3_url(c), n, n == 1 ? "" : "s", o[0].name,
+                  o[0].dir ? "/..." : "");
+}
+
+/* T6: make the empty prefix this push's, or refuse. */
+static int claim(struct zr_s3 *c)
+{
+    char note[160], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(note, sizeof note, "zr push from %s, process %ld, at %lld\n", host,
+                       (long)getpid(), (long long)time(NULL));
+    int rc = zr_s3_put_new(c, PUSH_CLAIM, note, (size_t)len);
+    if (rc == ZR_EEXIST)
+        return zr_err(ZR_EEXIST, "another push to %s is under way (it holds %s): if none "
+                      "is, push --force replaces what is there", zr_s3_url(c), PUSH_CLAIM);
+    if (rc != 0)
+        return rc;
+    /* A push that finished between our listing and our claim let go of
+     * its claim, and left its store. */
+    struct zr_s3_obj *o;
+    size_t n;
+    if ((rc = zr_s3_list(c, "", true, &o, &n)) != 0)
+        return rc;
+    size_t k = 0;
+    while (k < n && !o[k].dir && strcmp(o[k].name, PUSH_CLAIM) == 0)
+        k++;
+    if (k < n || n == 0) {
+        rc = n == 0 ? zr_err(ZR_EIO, "%s: the new %s is not listed", zr_s3_url(c), PUSH_CLAIM)
+                    : refuse_held(c, &o[k], n - k);
+        zr_s3_delete(c, PUSH_CLAIM);
+    }
+    zr_s3_list_free(o, n);
+    return rc;
+}
+
+/* T3: what the prefix holds now. Refused unless force, else claimed (T6);
+ * with force the old header goes first, and *old keeps the listing to
+ * clear later. */
 static int clear_header(struct zr_s3 *c, bool force, struct zr_s3_obj **old, size_t *nold)
 {
     int rc = zr_s3_list(c, "", true, old, nold);
-    if (rc != 0 || *nold == 0)
+    if (rc != 0)
         return rc;
     if (!force)
-        return zr_err(ZR_EEXIST, "%s already holds %zu object%s (%s%s): push --force "
-                      "replaces it", zr_s3_url(c), *nold, *nold == 1 ? "" : "s",
-                      (*old)[0].name, (*old)[0].dir ? "/..." : "");
+        return *nold ? refuse_held(c, *old, *nold) : claim(c);
     for (size_t k = 0; k < *nold; k++)
         if (!(*old)[k].dir && strcmp((*old)[k].name, ZR_META_FILE) == 0)
             return zr_s3_delete(c, ZR_META_FILE);
@@ -397,6 +462,10 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     uint64_t total = 0;
     for (size_t k = 0; k < n; k++)
         total += f[k].size;
+    /* T4: the ETags the uploads must give, from the bytes under the lock. */
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        rc = &f[k] == mf ? zr_s3_etag_mem(meta, ZR_HEADER_SIZE, f[k].etag)
+                         : zr_s3_etag_file(f[k].fd, f[k].size, f[k].etag);
     if (rc == 0)
         rc = zr_s3_open(&c, url);
     if (rc == 0)
@@ -417,8 +486,16 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     for (size_t k = 0; rc == 0 && k < nold; k++)
         if (!old[k].dir && !xfile_find(f, n, old[k].name))
             rc = zr_s3_delete(c, old[k].name);
-    if (rc == 0)
+    bool force = flags & ZR_PUSH_FORCE;
+    if (rc == 0 && force)
         rc = zr_s3_put(c, ZR_META_FILE, meta, ZR_HEADER_SIZE);
+    /* T6: the loser deletes nothing; the objects are the winner's. */
+    if (rc == 0 && !force && (rc = zr_s3_put_new(c, ZR_META_FILE, meta, ZR_HEADER_SIZE)) ==
+                                 ZR_EEXIST)
+        rc = zr_err(ZR_EEXIST, "another push published a store at %s first: this one "
+                    "failed, and left it as it is", zr_s3_url(c));
+    if (rc == 0 && !force)
+        rc = zr_s3_delete(c, PUSH_CLAIM);
     if (rc == 0 && fn)
         fn(user, total, total);
     if (rc == 0)

@@ -572,15 +572,22 @@ ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
  * is complete the prefix is not a store to any reader. A prefix holding
  * any object is refused unless flags has ZR_PUSH_FORCE; then the old
  * header is deleted first, the old store's other objects the new one
- * lacks after the upload. Afterwards the listing is checked against the
- * local sizes and the remote store opened and compared with the local one.
+ * lacks after the upload. Without ZR_PUSH_FORCE the prefix is first
+ * claimed with a conditional write (If-None-Match: *) of push.claim and
+ * meta.zr is sent only if none exists, so of pushes racing to one prefix
+ * one succeeds and the others fail with ZR_EEXIST, the losers writing no
+ * byte of their stores. Afterwards the listing is checked against the
+ * local sizes and ETags (the MD5s of the local bytes, multipart ones as
+ * S3 makes them) and the remote store opened and compared with the local
+ * one.
  * fn (may be NULL) receives bytes done out of total on the calling
  * thread as files complete, last with done == total.
  * Errors: ZR_EINVAL (NULL, an unknown flag, url not s3://), those of
  * zr_open for path (ZR_EBUSY for a store being written), ZR_EBUSY (a
- * pending delete or compaction), ZR_EEXIST (the prefix holds objects),
- * ZR_EACCESS, ZR_ENOTSTORE (no bucket), ZR_EIO, ZR_ECORRUPT (the check
- * after the upload failed), ZR_ENOMEM, ZR_ELIMIT. An upload that fails
+ * pending delete or compaction), ZR_EEXIST (the prefix holds objects,
+ * another push holds it or published first), ZR_EACCESS, ZR_ENOTSTORE
+ * (no bucket), ZR_EIO, ZR_ECORRUPT (the check after the upload failed:
+ * an object is not the bytes sent), ZR_ENOMEM, ZR_ELIMIT. An upload that fails
  * leaves a prefix without meta.zr. Thread-safe. */
 ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progress_fn fn,
                    void *user);
