@@ -50,6 +50,11 @@
  *      a pulled store appears whole or not at all. A target that exists
  *      is refused, or with ZR_PULL_FORCE exchanged atomically for the new
  *      one when it is a store (or an empty folder) that no handle holds.
+ *  T7. A pulled store's files get the mode asked for, 0600 by default,
+ *      set exactly (the umask does not apply), and its folder that mode
+ *      with x added beside each r (0600 -> 0700, 0644 -> 0755): a cache
+ *      keeps the same bytes 0600, and a pull should not publish them to
+ *      every user of the machine unless asked.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -133,22 +138,6 @@ static int xfile_add(struct xfile **f, size_t *n, size_t *cap, const char *name,
     *x = (struct xfile){.size = size, .fd = -1};
     snprintf(x->name, sizeof x->name, "%s", name);
     return 0;
-}
-
-/* The process's umask, read without changing it (umask(2) would, for a
- * moment, for every thread): from /proc/self/status, 022 where that
- * cannot be read. */
-static mode_t process_umask(void)
-{
-    FILE *f = fopen("/proc/self/status", "re");
-    unsigned mask = 022;
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Umask: %o", &mask) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (mode_t)mask;
 }
 
 static const struct xfile *xfile_find(const struct xfile *f, size_t n, const char *name)
@@ -565,7 +554,7 @@ static int range_done(void *arg, const struct zr_s3_range *r)
  * (so a full disk fails here, not as a fault in a mapping), mapped, and
  * filled in place by ranged GETs of all files at once, then synced. */
 static int download(struct zr_s3 *c, const char *dir, struct xfile *f, size_t n,
-                    zr_progress_fn fn, void *user)
+                    mode_t mode, zr_progress_fn fn, void *user)
 {
     struct pull_job j = {.fn = fn, .user = user};
     size_t nr = 0;
@@ -583,8 +572,8 @@ static int download(struct zr_s3 *c, const char *dir, struct xfile *f, size_t n,
     size_t m = 0;
     for (size_t k = 0; rc == 0 && k < n; k++) {
         struct xfile *x = &f[k];
-        x->fd = openat(dfd, x->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (x->fd < 0) {
+        x->fd = openat(dfd, x->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (x->fd < 0 || fchmod(x->fd, mode) != 0) {
             rc = zr_err_sys(errno, "%s/%s", dir, x->name);
             break;
         }
@@ -716,11 +705,18 @@ static int put_in_place(const char *tmp, const char *path, bool exists)
     return rc;
 }
 
-ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
-                   void *user)
+ZR_API int zr_pull_mode(const char *url, const char *path, unsigned flags, unsigned mode,
+                        zr_progress_fn fn, void *user)
 {
     if (!url || !path || !*path || (flags & ~ZR_PULL_FORCE))
         return zr_err(ZR_EINVAL, "zr_pull: a NULL url or path, or an unknown flag");
+    if (mode == 0)
+        mode = ZR_PULL_MODE_DEFAULT;
+    if ((mode & ~0777u) || (mode & 0600) != 0600)
+        return zr_err(ZR_EINVAL, "zr_pull: mode %#o is not a file mode of 0600 to 0777 "
+                      "that lets the owner read and write", mode);
+    /* T7: the folder's x bits follow its r bits. */
+    mode_t dmode = (mode_t)(mode | ((mode & 0444) >> 2));
     if (!zr_s3_is_url(url) || zr_s3_is_url(path))
         return zr_err(ZR_EINVAL, "zr_pull copies a store at an s3:// address to a local "
                       "folder, not %s to %s", url, path);
@@ -754,10 +750,10 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
     }
     if (rc == 0 && !(made = mkdtemp(tmp) != NULL))
         rc = zr_err_sys(errno, "making a folder beside %s", dst);
-    if (made)
-        chmod(tmp, 0777 & ~process_umask());
+    if (rc == 0 && chmod(tmp, dmode) != 0)
+        rc = zr_err_sys(errno, "%s", tmp);
     if (rc == 0)
-        rc = download(c, tmp, f, n, fn, user);
+        rc = download(c, tmp, f, n, (mode_t)mode, fn, user);
     /* T5: the objects did not change while they came down. */
     if (rc == 0)
         rc = list_remote(c, &again, &nagain);
@@ -783,4 +779,10 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
     free(tmp);
     free(dst);
     return rc;
+}
+
+ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
+                   void *user)
+{
+    return zr_pull_mode(url, path, flags, 0, fn, user);
 }

@@ -599,7 +599,8 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
  * whole store or nothing. An existing path is refused unless flags has
  * ZR_PULL_FORCE, and even then replaced (in one atomic exchange) only
  * when it is a folder of nothing but a store's files that no handle has
- * open. fn as zr_push's.
+ * open. Its files are 0600 and its folder 0700, whatever the umask
+ * (zr_pull_mode sets others). fn as zr_push's.
  * Errors: ZR_EINVAL, ZR_ENOTSTORE (no store at url, or an upload without
  * its meta.zr), ZR_EEXIST (path exists), ZR_EBUSY (the store at path is
  * open), ZR_ECORRUPT (the objects changed meanwhile, or the copy does not
@@ -607,6 +608,19 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
  * removes its folder (one killed leaves path.part-XXXXXX). Thread-safe. */
 ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
                    void *user);
+
+/* The mode of a pulled store's files unless zr_pull_mode is told another:
+ * the owner's only, as the cache keeps the same bytes. */
+#define ZR_PULL_MODE_DEFAULT 0600u
+
+/* zr_pull, with the pulled files' permission bits: mode (0 for
+ * ZR_PULL_MODE_DEFAULT, which zr_pull uses) exactly, the umask not
+ * applied, and the folder's the same with x added where r is set (0644
+ * gives a 0755 folder). mode must lie within 0777 and hold 0600 (a store
+ * its owner cannot read and write is of no use to the owner); another is
+ * ZR_EINVAL before anything is sent. Errors and thread rules as zr_pull's. */
+ZR_API int zr_pull_mode(const char *url, const char *path, unsigned flags, unsigned mode,
+                        zr_progress_fn fn, void *user);
 
 /* ---- Dictionary training --------------------------------------------- */
 

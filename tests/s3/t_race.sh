@@ -6,6 +6,8 @@
 # the winner's store, byte for byte (pulled back and compared with cmp,
 # and verified in place). Some rounds race stores with a file past the
 # 16 MiB multipart threshold, whose ETag push computes differently.
+# Then what pull makes of a store's modes: 0600 files in a 0700 folder
+# whatever the umask, or what --mode asks for; a bad --mode is refused.
 # Run by tests/s3/run.sh, which gives the server's environment.
 set -euo pipefail
 
@@ -83,3 +85,22 @@ rc=0
 "$zr" pull -q "$url/1" "$tmp/forced" || fail "pull after push --force"
 for f in "$tmp/large-b"/*; do cmp "$f" "$tmp/forced/$(basename "$f")"; done
 ok "push refuses a published store; --force replaces it"
+
+# Modes of a pulled store: 0600 files, 0700 folder, whatever the umask.
+# modes DIR: "FOLDER-MODE FILE-MODES..." (the files' distinct modes).
+modes() { echo "$(stat -c %a "$1")" $(stat -c %a "$1"/* | sort -u); }
+(umask 022 && "$zr" pull -q "$url/2" "$tmp/m-default") || fail "pull with umask 022"
+[ "$(modes "$tmp/m-default")" = "700 600" ] ||
+    fail "a pulled store has modes $(modes "$tmp/m-default"), not 0600 files in 0700"
+(umask 077 && "$zr" pull -q --mode 0644 "$url/2" "$tmp/m-644") || fail "pull --mode 0644"
+[ "$(modes "$tmp/m-644")" = "755 644" ] || fail "pull --mode 0644 gave $(modes "$tmp/m-644")"
+(umask 022 && "$zr" pull -q --mode 640 "$url/2" "$tmp/m-640") || fail "pull --mode 640"
+[ "$(modes "$tmp/m-640")" = "750 640" ] || fail "pull --mode 640 gave $(modes "$tmp/m-640")"
+for bad in 999 07777 0400 1644 abc ""; do
+    rc=0
+    "$zr" pull -q --mode "$bad" "$url/2" "$tmp/m-bad" 2>"$tmp/err" || rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--mode" "$tmp/err" ||
+        fail "pull --mode '$bad': exit $rc, $(cat "$tmp/err")"
+    [ ! -e "$tmp/m-bad" ] || fail "pull --mode '$bad' made $tmp/m-bad"
+done
+ok "pull makes 0600 files in a 0700 folder, or what --mode asks; a bad --mode is refused"
