@@ -71,6 +71,22 @@ static int env_number(const char *name, long lo, long hi, long dflt, long *out)
     return 0;
 }
 
+/* A copy of the header list h with one more line; NULL when h is NULL or
+ * memory runs out. */
+static struct curl_slist *hdrs_plus(const struct curl_slist *h, const char *line)
+{
+    struct curl_slist *x = NULL, *y = NULL;
+    for (const struct curl_slist *q = h; q; q = q->next) {
+        if (!(y = curl_slist_append(x, q->data)))
+            break;
+        x = y;
+    }
+    y = y ? curl_slist_append(x, line) : NULL;
+    if (!y)
+        curl_slist_free_all(x);
+    return y;
+}
+
 int zr_s3_open(struct zr_s3 **out, const char *url)
 {
     *out = NULL;
@@ -118,21 +134,12 @@ int zr_s3_open(struct zr_s3 **out, const char *url)
         }
     }
     c->hdrs = h;
-    /* The XML bodies get their own type, in a copy of the list (a
-     * curl_slist's nodes cannot be shared). */
-    if (h) {
-        struct curl_slist *x = NULL, *y = NULL;
-        for (struct curl_slist *q = h; q; q = q->next) {
-            if (!(y = curl_slist_append(x, q->data)))
-                break;
-            x = y;
-        }
-        y = y ? curl_slist_append(x, "Content-Type: application/xml") : NULL;
-        if (!y)
-            curl_slist_free_all(x);
-        c->xml_hdrs = y;
-    }
-    if (!c->url || (c->conf.key_id && !c->sigv4) || !c->hdrs || !c->xml_hdrs) {
+    /* The XML bodies get their own type, and conditional PUTs their
+     * condition, each in a copy of the list (a curl_slist's nodes cannot
+     * be shared). */
+    c->xml_hdrs = hdrs_plus(h, "Content-Type: application/xml");
+    c->new_hdrs = hdrs_plus(h, "If-None-Match: *");
+    if (!c->url || (c->conf.key_id && !c->sigv4) || !c->hdrs || !c->xml_hdrs || !c->new_hdrs) {
         rc = zr_err(ZR_ENOMEM, "opening %s", url);
         goto fail;
     }
@@ -176,6 +183,7 @@ void zr_s3_close(struct zr_s3 *c)
     }
     curl_slist_free_all(c->hdrs);
     curl_slist_free_all(c->xml_hdrs);
+    curl_slist_free_all(c->new_hdrs);
     zr_s3_conf_free(&c->conf);
     zr_free(c->sigv4);
     zr_free(c->url);
@@ -384,6 +392,7 @@ int zr_s3_get(struct zr_s3 *c, const char *name, size_t max, void **buf, size_t 
 
 struct simple {
     enum method method;
+    bool only_new; /* PUT with If-None-Match: * */
     const char *name;
     const void *body;
     int fd;
@@ -397,6 +406,7 @@ static int simple_start(struct op *op, struct xfer *x)
     if (!key)
         return ZR_ENOMEM;
     x->method = q->method;
+    x->hdrs = q->only_new ? op->c->new_hdrs : NULL;
     x->body = q->body;
     x->fd = q->fd;
     x->body_len = q->len;
@@ -412,6 +422,12 @@ static int simple_finish(struct op *op, struct xfer *x)
         return 0;
     if (x->method == M_PUT && x->status == 200)
         return 0;
+    /* 412: the object exists; 409: another conditional write of it is
+     * under way (AWS's ConditionalRequestConflict). */
+    struct simple *q = op->arg;
+    if (q->only_new && (x->status == 412 || x->status == 409))
+        return zr_err(ZR_EEXIST, "PUT %s: HTTP %ld: it exists, or another client is "
+                      "creating it", x->disp, x->status);
     return zr_s3_http_fail(x);
 }
 
@@ -425,6 +441,13 @@ static int simple(struct zr_s3 *c, struct simple *q)
 int zr_s3_put(struct zr_s3 *c, const char *name, const void *buf, size_t len)
 {
     struct simple q = {.method = M_PUT, .name = name, .body = buf, .fd = -1, .len = len};
+    return simple(c, &q);
+}
+
+int zr_s3_put_new(struct zr_s3 *c, const char *name, const void *buf, size_t len)
+{
+    struct simple q = {.method = M_PUT, .only_new = true, .name = name, .body = buf, .fd = -1,
+                       .len = len};
     return simple(c, &q);
 }
 

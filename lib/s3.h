@@ -130,6 +130,24 @@ int zr_s3_put_file(struct zr_s3 *c, const char *name, int fd, uint64_t size,
 /* PUT a small object from memory. */
 int zr_s3_put(struct zr_s3 *c, const char *name, const void *buf, size_t len);
 
+/* The same, only if no object of that name exists (If-None-Match: *): the
+ * server creates it for exactly one of several racing callers. One that
+ * exists already, or is created by another at the same time, gives
+ * ZR_EEXIST (412 Precondition Failed, or 409 ConditionalRequestConflict)
+ * with the message naming the object. A server that ignores the header
+ * (one without conditional writes) replaces the object, as zr_s3_put. */
+int zr_s3_put_new(struct zr_s3 *c, const char *name, const void *buf, size_t len);
+
+/* The ETag (lower-case hex, no quotes) that S3 gives the object which
+ * zr_s3_put_file makes of size bytes of fd, or zr_s3_put of buf: the MD5
+ * of the bytes, or for a multipart upload the MD5 of its parts' MD5s
+ * followed by "-" and the number of parts. Servers that encrypt with
+ * their own keys (SSE-KMS, SSE-C) give other ETags. ZR_EIO or the read's
+ * error when fd has fewer bytes, ZR_ENOMEM. */
+#define ZR_S3_ETAG_MAX 72
+int zr_s3_etag_file(int fd, uint64_t size, char out[ZR_S3_ETAG_MAX]);
+int zr_s3_etag_mem(const void *buf, size_t len, char out[ZR_S3_ETAG_MAX]);
+
 /* DELETE an object (a missing one is not an error). */
 int zr_s3_delete(struct zr_s3 *c, const char *name);
 

@@ -100,6 +100,7 @@ struct zr_s3 {
     char *sigv4; /* "aws:amz:<region>:s3", NULL for unsigned requests */
     struct curl_slist *hdrs;
     struct curl_slist *xml_hdrs;
+    struct curl_slist *new_hdrs; /* hdrs and If-None-Match: * */
     CURLSH *share;
     pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
     bool locks_made;
@@ -187,6 +188,11 @@ char *zr_s3_full_key(struct zr_s3 *c, const char *name);
  * pool. */
 int zr_s3_run(struct op *op, struct session *s, unsigned inflight);
 int zr_s3_run_op(struct op *op, unsigned inflight);
+
+/* The bytes per part of zr_s3_put_file's multipart upload of a file of
+ * size bytes, or 0 when it is one PUT (s3upload.c; s3etag.c computes the
+ * ETag of the same parts). */
+uint64_t zr_s3_part_size(uint64_t size);
 
 /* S3's error code (<Code>...</Code>) from an answer's body, or "". */
 void zr_s3_code(const struct zr_sbuf *body, char *out, size_t n);

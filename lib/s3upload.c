@@ -186,23 +186,32 @@ static int multipart(struct zr_s3 *c, struct upload *u, unsigned inflight)
     return rc;
 }
 
+uint64_t zr_s3_part_size(uint64_t size)
+{
+    if (size <= SINGLE_PUT_MAX)
+        return 0;
+    uint64_t part = PART_SIZE;
+    while ((size + part - 1) / part > MAX_PARTS)
+        part *= 2;
+    return part;
+}
+
 int zr_s3_put_file(struct zr_s3 *c, const char *name, int fd, uint64_t size, unsigned inflight)
 {
     if (fd < 0)
         return zr_err(ZR_EINVAL, "uploading %s to %s: no file", name, c->url);
-    struct upload u = {.name = name, .fd = fd, .size = size, .part = PART_SIZE};
+    struct upload u = {.name = name, .fd = fd, .size = size};
     u.key = zr_s3_full_key(c, name);
     if (!u.key)
         return ZR_ENOMEM;
     int rc;
-    if (size <= SINGLE_PUT_MAX) {
+    u.part = zr_s3_part_size(size);
+    if (u.part == 0) {
         struct op op = {.c = c, .njobs = 1, .start = upload_start, .finish = upload_finish,
                         .arg = &u};
         u.step = U_SINGLE;
         rc = zr_s3_run_op(&op, 1);
     } else {
-        while ((size + u.part - 1) / u.part > MAX_PARTS)
-            u.part *= 2;
         u.nparts = (size_t)((size + u.part - 1) / u.part);
         unsigned n = inflight ? inflight : ZR_MIN(c->inflight, UPLOAD_INFLIGHT);
         rc = multipart(c, &u, (unsigned)ZR_MIN((size_t)n, u.nparts));

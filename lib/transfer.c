@@ -22,8 +22,27 @@
  *      objects directly under the prefix are the store's; deeper "folders"
  *      are left alone.
  *  T4. Push then checks what moved: a listing must hold every file with
- *      its local size and nothing else, and the remote store must open
+ *      its local size and its ETag (the MD5 push computed of the local
+ *      bytes, s3etag.c) and nothing else, and the remote store must open
  *      with the local store's length, kind, dtype, item shape and codec.
+ *      So a push returns 0 only if, after its last write, the prefix
+ *      held exactly its store.
+ *  T6. Of pushes without ZR_PUSH_FORCE racing to one prefix exactly one
+ *      succeeds. Checking that the prefix is empty and uploading cannot
+ *      be one step, and the body objects of stores of the same sizes
+ *      have the same names, so a loser that uploaded at all could
+ *      overwrite the winner's bytes, even after the winner's check.
+ *      Hence the prefix is claimed before any byte of the store is sent:
+ *      push.claim is created with If-None-Match: *, which the server
+ *      grants to one caller only; the others fail with ZR_EEXIST having
+ *      written nothing. The holder lists again (a push that finished and
+ *      let go of its claim in between leaves its store there: refused,
+ *      the claim given back), uploads, sends meta.zr, again only if there
+ *      is none (a --force push may have published meanwhile), deletes the
+ *      claim and checks (T4). A push that fails keeps its claim, as it
+ *      keeps its other objects (T2): --force clears both. A --force push
+ *      neither claims nor honours a claim; it is for a prefix that one
+ *      writer owns, and T4 alone tells whether it won.
  *  T5. Pull refuses a prefix without meta.zr (an unfinished upload, T2).
  *      It writes into a new folder beside the target, syncs every file and
  *      the folder, lists the prefix again to check that nothing changed
@@ -31,6 +50,11 @@
  *      a pulled store appears whole or not at all. A target that exists
  *      is refused, or with ZR_PULL_FORCE exchanged atomically for the new
  *      one when it is a store (or an empty folder) that no handle holds.
+ *  T7. A pulled store's files get the mode asked for, 0600 by default,
+ *      set exactly (the umask does not apply), and its folder that mode
+ *      with x added beside each r (0600 -> 0700, 0644 -> 0755): a cache
+ *      keeps the same bytes 0600, and a pull should not publish them to
+ *      every user of the machine unless asked.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -57,12 +82,15 @@
 /* A pull fetches files in ranged GETs of this many bytes, all of them
  * through one batch, so large files come down many parts at once. */
 #define PULL_PART ((uint64_t)8 << 20)
+/* The object a push without force holds while it uploads (T6). */
+#define PUSH_CLAIM "push.claim"
 
 /* A file of a store: its name (short: "store.zr", "123.chunk"), size and,
  * while it is being copied, its descriptor and mapping. */
 struct xfile {
     char name[32];
-    char etag[72]; /* of the object, as listed ("" for a local file) */
+    char etag[ZR_S3_ETAG_MAX]; /* of the object as listed, or the one a local
+                                * file's upload gives (T4) */
     uint64_t size;
     int fd;
     uint8_t *map;
@@ -110,22 +138,6 @@ static int xfile_add(struct xfile **f, size_t *n, size_t *cap, const char *name,
     *x = (struct xfile){.size = size, .fd = -1};
     snprintf(x->name, sizeof x->name, "%s", name);
     return 0;
-}
-
-/* The process's umask, read without changing it (umask(2) would, for a
- * moment, for every thread): from /proc/self/status, 022 where that
- * cannot be read. */
-static mode_t process_umask(void)
-{
-    FILE *f = fopen("/proc/self/status", "re");
-    unsigned mask = 022;
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Umask: %o", &mask) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (mode_t)mask;
 }
 
 static const struct xfile *xfile_find(const struct xfile *f, size_t n, const char *name)
@@ -313,6 +325,11 @@ static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, const
             rc = zr_err(ZR_ECORRUPT, "%s/%s is %llu bytes %s, not %llu", zr_s3_url(c),
                         o[k].name, (unsigned long long)o[k].size, when,
                         (unsigned long long)x->size);
+        /* A listing without ETags leaves the sizes and the open to check. */
+        else if (o[k].etag[0] && strcasecmp(o[k].etag, x->etag) != 0)
+            rc = zr_err(ZR_ECORRUPT, "%s/%s is not the bytes pushed %s (ETag %s, not %s): "
+                        "another push wrote it", zr_s3_url(c), o[k].name, when, o[k].etag,
+                        x->etag);
         else
             seen++;
     }
@@ -348,17 +365,54 @@ static int check_opens(zr_store *s, const char *url)
     return rc;
 }
 
-/* T3: what the prefix holds now. Refused unless force; with force the
- * old header goes first, and *old keeps the listing to clear later. */
+static int refuse_held(struct zr_s3 *c, const struct zr_s3_obj *o, size_t n)
+{
+    return zr_err(ZR_EEXIST, "%s already holds %zu object%s (%s%s): push --force "
+                  "replaces it", zr_s3_url(c), n, n == 1 ? "" : "s", o[0].name,
+                  o[0].dir ? "/..." : "");
+}
+
+/* T6: make the empty prefix this push's, or refuse. */
+static int claim(struct zr_s3 *c)
+{
+    char note[160], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(note, sizeof note, "zr push from %s, process %ld, at %lld\n", host,
+                       (long)getpid(), (long long)time(NULL));
+    int rc = zr_s3_put_new(c, PUSH_CLAIM, note, (size_t)len);
+    if (rc == ZR_EEXIST)
+        return zr_err(ZR_EEXIST, "another push to %s is under way (it holds %s): if none "
+                      "is, push --force replaces what is there", zr_s3_url(c), PUSH_CLAIM);
+    if (rc != 0)
+        return rc;
+    /* A push that finished between our listing and our claim let go of
+     * its claim, and left its store. */
+    struct zr_s3_obj *o;
+    size_t n;
+    if ((rc = zr_s3_list(c, "", true, &o, &n)) != 0)
+        return rc;
+    size_t k = 0;
+    while (k < n && !o[k].dir && strcmp(o[k].name, PUSH_CLAIM) == 0)
+        k++;
+    if (k < n || n == 0) {
+        rc = n == 0 ? zr_err(ZR_EIO, "%s: the new %s is not listed", zr_s3_url(c), PUSH_CLAIM)
+                    : refuse_held(c, &o[k], n - k);
+        zr_s3_delete(c, PUSH_CLAIM);
+    }
+    zr_s3_list_free(o, n);
+    return rc;
+}
+
+/* T3: what the prefix holds now. Refused unless force, else claimed (T6);
+ * with force the old header goes first, and *old keeps the listing to
+ * clear later. */
 static int clear_header(struct zr_s3 *c, bool force, struct zr_s3_obj **old, size_t *nold)
 {
     int rc = zr_s3_list(c, "", true, old, nold);
-    if (rc != 0 || *nold == 0)
+    if (rc != 0)
         return rc;
     if (!force)
-        return zr_err(ZR_EEXIST, "%s already holds %zu object%s (%s%s): push --force "
-                      "replaces it", zr_s3_url(c), *nold, *nold == 1 ? "" : "s",
-                      (*old)[0].name, (*old)[0].dir ? "/..." : "");
+        return *nold ? refuse_held(c, *old, *nold) : claim(c);
     for (size_t k = 0; k < *nold; k++)
         if (!(*old)[k].dir && strcmp((*old)[k].name, ZR_META_FILE) == 0)
             return zr_s3_delete(c, ZR_META_FILE);
@@ -397,6 +451,10 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     uint64_t total = 0;
     for (size_t k = 0; k < n; k++)
         total += f[k].size;
+    /* T4: the ETags the uploads must give, from the bytes under the lock. */
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        rc = &f[k] == mf ? zr_s3_etag_mem(meta, ZR_HEADER_SIZE, f[k].etag)
+                         : zr_s3_etag_file(f[k].fd, f[k].size, f[k].etag);
     if (rc == 0)
         rc = zr_s3_open(&c, url);
     if (rc == 0)
@@ -417,8 +475,16 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     for (size_t k = 0; rc == 0 && k < nold; k++)
         if (!old[k].dir && !xfile_find(f, n, old[k].name))
             rc = zr_s3_delete(c, old[k].name);
-    if (rc == 0)
+    bool force = flags & ZR_PUSH_FORCE;
+    if (rc == 0 && force)
         rc = zr_s3_put(c, ZR_META_FILE, meta, ZR_HEADER_SIZE);
+    /* T6: the loser deletes nothing; the objects are the winner's. */
+    if (rc == 0 && !force && (rc = zr_s3_put_new(c, ZR_META_FILE, meta, ZR_HEADER_SIZE)) ==
+                                 ZR_EEXIST)
+        rc = zr_err(ZR_EEXIST, "another push published a store at %s first: this one "
+                    "failed, and left it as it is", zr_s3_url(c));
+    if (rc == 0 && !force)
+        rc = zr_s3_delete(c, PUSH_CLAIM);
     if (rc == 0 && fn)
         fn(user, total, total);
     if (rc == 0)
@@ -488,7 +554,7 @@ static int range_done(void *arg, const struct zr_s3_range *r)
  * (so a full disk fails here, not as a fault in a mapping), mapped, and
  * filled in place by ranged GETs of all files at once, then synced. */
 static int download(struct zr_s3 *c, const char *dir, struct xfile *f, size_t n,
-                    zr_progress_fn fn, void *user)
+                    mode_t mode, zr_progress_fn fn, void *user)
 {
     struct pull_job j = {.fn = fn, .user = user};
     size_t nr = 0;
@@ -506,8 +572,8 @@ static int download(struct zr_s3 *c, const char *dir, struct xfile *f, size_t n,
     size_t m = 0;
     for (size_t k = 0; rc == 0 && k < n; k++) {
         struct xfile *x = &f[k];
-        x->fd = openat(dfd, x->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (x->fd < 0) {
+        x->fd = openat(dfd, x->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (x->fd < 0 || fchmod(x->fd, mode) != 0) {
             rc = zr_err_sys(errno, "%s/%s", dir, x->name);
             break;
         }
@@ -639,11 +705,18 @@ static int put_in_place(const char *tmp, const char *path, bool exists)
     return rc;
 }
 
-ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
-                   void *user)
+ZR_API int zr_pull_mode(const char *url, const char *path, unsigned flags, unsigned mode,
+                        zr_progress_fn fn, void *user)
 {
     if (!url || !path || !*path || (flags & ~ZR_PULL_FORCE))
         return zr_err(ZR_EINVAL, "zr_pull: a NULL url or path, or an unknown flag");
+    if (mode == 0)
+        mode = ZR_PULL_MODE_DEFAULT;
+    if ((mode & ~0777u) || (mode & 0600) != 0600)
+        return zr_err(ZR_EINVAL, "zr_pull: mode %#o is not a file mode of 0600 to 0777 "
+                      "that lets the owner read and write", mode);
+    /* T7: the folder's x bits follow its r bits. */
+    mode_t dmode = (mode_t)(mode | ((mode & 0444) >> 2));
     if (!zr_s3_is_url(url) || zr_s3_is_url(path))
         return zr_err(ZR_EINVAL, "zr_pull copies a store at an s3:// address to a local "
                       "folder, not %s to %s", url, path);
@@ -677,10 +750,10 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
     }
     if (rc == 0 && !(made = mkdtemp(tmp) != NULL))
         rc = zr_err_sys(errno, "making a folder beside %s", dst);
-    if (made)
-        chmod(tmp, 0777 & ~process_umask());
+    if (rc == 0 && chmod(tmp, dmode) != 0)
+        rc = zr_err_sys(errno, "%s", tmp);
     if (rc == 0)
-        rc = download(c, tmp, f, n, fn, user);
+        rc = download(c, tmp, f, n, (mode_t)mode, fn, user);
     /* T5: the objects did not change while they came down. */
     if (rc == 0)
         rc = list_remote(c, &again, &nagain);
@@ -706,4 +779,10 @@ ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progres
     free(tmp);
     free(dst);
     return rc;
+}
+
+ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
+                   void *user)
+{
+    return zr_pull_mode(url, path, flags, 0, fn, user);
 }

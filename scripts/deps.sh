@@ -8,7 +8,7 @@
 #                                 reliability tools (doc/reliability.md)
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
-      libzstd-dev libmsgpack-dev liburing-dev libcurl4-openssl-dev check libfuse3-dev fuse3
+      libzstd-dev libmsgpack-dev liburing-dev libcurl4-openssl-dev libssl-dev check libfuse3-dev fuse3
       python3-numpy python3-cffi python3-pytest python3-torch
       adwaita-icon-theme file fio strace
       ceph-mon ceph-osd radosgw ceph-common uuid-runtime s3cmd python3-boto3

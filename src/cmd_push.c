@@ -81,12 +81,28 @@ static int run_push(int argc, char **argv)
     return fflush(stdout) == 0 ? EXIT_OK : cli_fail("writing stdout failed");
 }
 
+/* --mode OCTAL: one to four octal digits within 0777 that let the owner
+ * read and write (zr_pull_mode refuses others too; this names the option). */
+static bool parse_mode(const char *s, unsigned *out)
+{
+    size_t n = strspn(s, "01234567");
+    if (n == 0 || n > 4 || s[n] != '\0')
+        return false;
+    unsigned m = (unsigned)strtoul(s, NULL, 8);
+    if ((m & ~0777u) || (m & 0600) != 0600)
+        return false;
+    *out = m;
+    return true;
+}
+
 static int run_pull(int argc, char **argv)
 {
     bool force = false, quiet = false, verify = false;
+    const char *mode_arg = NULL;
     const struct cli_opt opts[] = {{"force", 'f', &force, NULL},
                                    {"verify", 'v', &verify, NULL},
                                    {"quiet", 'q', &quiet, NULL},
+                                   {"mode", 'm', NULL, &mode_arg},
                                    {0}};
     int prc = cli_parse(argc, argv, opts, "URL STORE");
     if (prc != EXIT_OK)
@@ -94,10 +110,14 @@ static int run_pull(int argc, char **argv)
     const char *url = argv[optind], *store = argv[optind + 1];
     if (!is_s3(url) || is_s3(store))
         return cli_usage("pull takes an s3://bucket/prefix URL and a local STORE");
+    unsigned mode = ZR_PULL_MODE_DEFAULT;
+    if (mode_arg && !parse_mode(mode_arg, &mode))
+        return cli_usage("--mode '%s' is not an octal file mode of 0600 to 0777 that "
+                         "lets the owner read and write", mode_arg);
     struct xfer x = {0};
     double t0 = seconds();
     progress_start(&x.prog, quiet, "MiB", 0);
-    int zrc = zr_pull(url, store, force ? ZR_PULL_FORCE : 0, on_progress, &x);
+    int zrc = zr_pull_mode(url, store, force ? ZR_PULL_FORCE : 0, mode, on_progress, &x);
     progress_end(&x.prog);
     if (zrc != 0)
         return cli_fail_lib(NULL);
@@ -122,8 +142,13 @@ const struct cli_cmd cmd_push = {
     "compaction is refused. meta.zr goes up last, after every other object: until\n"
     "then the prefix is no store to any reader, so a push that fails or is killed\n"
     "leaves nothing a reader takes for one (push --force again finishes it).\n"
-    "Afterwards the listing is checked against the local sizes and the remote store\n"
-    "is opened and compared with the local one.\n"
+    "Afterwards the listing is checked against the local sizes and MD5s (the ETags)\n"
+    "and the remote store is opened and compared with the local one.\n"
+    "\n"
+    "Of pushes racing to one prefix, one wins: each first claims the empty prefix\n"
+    "by creating push.claim only if it does not exist (If-None-Match: *), and\n"
+    "sends meta.zr the same way; a push that loses fails, sending nothing of its\n"
+    "store. A push that fails leaves its claim; --force clears it.\n"
     "\n"
     "A prefix holding any object is refused unless --force: then the old meta.zr\n"
     "is deleted first, the store uploaded, the old store's other objects removed,\n"
@@ -143,7 +168,7 @@ const struct cli_cmd cmd_push = {
 
 const struct cli_cmd cmd_pull = {
     "pull", run_pull,
-    "pull URL STORE [-f] [--verify] [-q]",
+    "pull URL STORE [-f] [--verify] [-m OCTAL] [-q]",
     "Download a store from an object store into a local folder",
     "The objects come down into a new folder beside STORE (STORE.part-XXXXXX),\n"
     "many ranges at once, are synced and checked against a second listing, the\n"
@@ -157,9 +182,15 @@ const struct cli_cmd cmd_pull = {
     "A pull that fails removes its folder; one killed leaves STORE.part-XXXXXX,\n"
     "which may be removed.\n"
     "\n"
+    "The pulled files are 0600 and STORE 0700, whatever the umask, as the cache\n"
+    "keeps the same bytes; --mode sets the files' mode exactly (0600 to 0777, the\n"
+    "owner's rw included), and STORE's is the same with x added where r is set\n"
+    "(--mode 0644 gives a 0755 folder).\n"
+    "\n"
     "Options:\n"
     "  -f, --force       replace an existing local store\n"
     "  -v, --verify      check every record after the pull\n"
+    "  -m, --mode OCTAL  the files' mode (default 0600)\n"
     "  -q, --quiet       print nothing on success, no progress\n"
     "  -h, --help        show this help\n",
 };

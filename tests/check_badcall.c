@@ -311,6 +311,9 @@ START_TEST(push_and_pull_arguments_are_refused)
     ZR_FAIL_CALL(zr_pull("s3://b/p", "", 0, NULL, NULL), ZR_EINVAL);
     ZR_FAIL_CALL(zr_pull("s3://b/p", path, 2, NULL, NULL), ZR_EINVAL);
     ZR_FAIL_CALL(zr_pull(path, path, 0, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull_mode("s3://b/p", path, 0, 0400, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull_mode("s3://b/p", path, 0, 07777, NULL, NULL), ZR_EINVAL);
+    ZR_FAIL_CALL(zr_pull_mode(NULL, path, 0, 0644, NULL, NULL), ZR_EINVAL);
     char *plain = zt_path("plain");
     ck_assert_int_eq(mkdir(plain, 0755), 0);
     ZR_FAIL_CALL(zr_push(plain, "s3://b/p", 0, NULL, NULL), ZR_ENOTSTORE);

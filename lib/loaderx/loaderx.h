@@ -578,15 +578,22 @@ ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *r, size_t k);
  * is complete the prefix is not a store to any reader. A prefix holding
  * any object is refused unless flags has ZR_PUSH_FORCE; then the old
  * header is deleted first, the old store's other objects the new one
- * lacks after the upload. Afterwards the listing is checked against the
- * local sizes and the remote store opened and compared with the local one.
+ * lacks after the upload. Without ZR_PUSH_FORCE the prefix is first
+ * claimed with a conditional write (If-None-Match: *) of push.claim and
+ * meta.zr is sent only if none exists, so of pushes racing to one prefix
+ * one succeeds and the others fail with ZR_EEXIST, the losers writing no
+ * byte of their stores. Afterwards the listing is checked against the
+ * local sizes and ETags (the MD5s of the local bytes, multipart ones as
+ * S3 makes them) and the remote store opened and compared with the local
+ * one.
  * fn (may be NULL) receives bytes done out of total on the calling
  * thread as files complete, last with done == total.
  * Errors: ZR_EINVAL (NULL, an unknown flag, url not s3://), those of
  * zr_open for path (ZR_EBUSY for a store being written), ZR_EBUSY (a
- * pending delete or compaction), ZR_EEXIST (the prefix holds objects),
- * ZR_EACCESS, ZR_ENOTSTORE (no bucket), ZR_EIO, ZR_ECORRUPT (the check
- * after the upload failed), ZR_ENOMEM, ZR_ELIMIT. An upload that fails
+ * pending delete or compaction), ZR_EEXIST (the prefix holds objects,
+ * another push holds it or published first), ZR_EACCESS, ZR_ENOTSTORE
+ * (no bucket), ZR_EIO, ZR_ECORRUPT (the check after the upload failed:
+ * an object is not the bytes sent), ZR_ENOMEM, ZR_ELIMIT. An upload that fails
  * leaves a prefix without meta.zr. Thread-safe. */
 ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progress_fn fn,
                    void *user);
@@ -598,7 +605,8 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
  * whole store or nothing. An existing path is refused unless flags has
  * ZR_PULL_FORCE, and even then replaced (in one atomic exchange) only
  * when it is a folder of nothing but a store's files that no handle has
- * open. fn as zr_push's.
+ * open. Its files are 0600 and its folder 0700, whatever the umask
+ * (zr_pull_mode sets others). fn as zr_push's.
  * Errors: ZR_EINVAL, ZR_ENOTSTORE (no store at url, or an upload without
  * its meta.zr), ZR_EEXIST (path exists), ZR_EBUSY (the store at path is
  * open), ZR_ECORRUPT (the objects changed meanwhile, or the copy does not
@@ -606,6 +614,19 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
  * removes its folder (one killed leaves path.part-XXXXXX). Thread-safe. */
 ZR_API int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
                    void *user);
+
+/* The mode of a pulled store's files unless zr_pull_mode is told another:
+ * the owner's only, as the cache keeps the same bytes. */
+#define ZR_PULL_MODE_DEFAULT 0600u
+
+/* zr_pull, with the pulled files' permission bits: mode (0 for
+ * ZR_PULL_MODE_DEFAULT, which zr_pull uses) exactly, the umask not
+ * applied, and the folder's the same with x added where r is set (0644
+ * gives a 0755 folder). mode must lie within 0777 and hold 0600 (a store
+ * its owner cannot read and write is of no use to the owner); another is
+ * ZR_EINVAL before anything is sent. Errors and thread rules as zr_pull's. */
+ZR_API int zr_pull_mode(const char *url, const char *path, unsigned flags, unsigned mode,
+                        zr_progress_fn fn, void *user);
 
 /* ---- Dictionary training --------------------------------------------- */
 

@@ -161,6 +161,8 @@ int zr_push(const char *path, const char *url, unsigned flags, zr_progress_fn fn
             void *user);
 int zr_pull(const char *url, const char *path, unsigned flags, zr_progress_fn fn,
             void *user);
+int zr_pull_mode(const char *url, const char *path, unsigned flags, unsigned mode,
+                 zr_progress_fn fn, void *user);
 
 typedef struct zr_sampler zr_sampler;
 
@@ -306,6 +308,7 @@ ZR_LOADER_MAX_THREADS = 256
 
 ZR_PUSH_FORCE = 1
 ZR_PULL_FORCE = 1
+ZR_PULL_MODE_DEFAULT = 0o600
 
 # Symbols looked up right after dlopen: a file that lacks them is an older
 # or foreign library, and is reported as such rather than failing later at

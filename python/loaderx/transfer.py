@@ -13,7 +13,7 @@ The GIL is released while they run.
 
 import os
 
-from ._lib import ZR_PULL_FORCE, ZR_PUSH_FORCE, ffi, lib
+from ._lib import ZR_PULL_FORCE, ZR_PULL_MODE_DEFAULT, ZR_PUSH_FORCE, ffi, lib
 from .errors import check
 
 __all__ = ["push", "pull"]
@@ -23,7 +23,8 @@ def push(path, url, force=False):
     """Upload the local store at path to url ("s3://bucket/prefix").
 
     Raises StoreExistsError when the prefix holds any object, unless force
-    (which replaces it); StoreBusyError when the store is being written or
+    (which replaces it), or when another push to it is under way or
+    published first (of racing pushes one wins); StoreBusyError when the store is being written or
     has a delete or compaction to finish; CorruptStoreError when the check
     after the upload fails; AccessDeniedError, StoreIOError for the server.
     """
@@ -31,13 +32,24 @@ def push(path, url, force=False):
     check(lib.zr_push(os.fsencode(path), os.fsencode(url), flags, ffi.NULL, ffi.NULL))
 
 
-def pull(url, path, force=False):
+def pull(url, path, force=False, mode=None):
     """Download the store at url into the local folder path, whole or not
     at all.
 
-    Raises StoreNotFoundError when url holds no store or an upload that has
-    not finished; StoreExistsError when path exists, unless force (which
-    replaces a store folder nobody has open).
+    The files get mode (an int such as 0o644; None for 0o600) exactly,
+    whatever the umask, and the folder the same with x added where r is
+    set (0o644 gives 0o755). Raises ValueError for a mode outside 0o777 or
+    without the owner's read and write; StoreNotFoundError when url holds
+    no store or an upload that has not finished; StoreExistsError when
+    path exists, unless force (which replaces a store folder nobody has
+    open).
     """
     flags = ZR_PULL_FORCE if force else 0
-    check(lib.zr_pull(os.fsencode(url), os.fsencode(path), flags, ffi.NULL, ffi.NULL))
+    if mode is None:
+        mode = ZR_PULL_MODE_DEFAULT
+    if isinstance(mode, bool) or not isinstance(mode, int) or mode & ~0o777 or \
+            mode & 0o600 != 0o600:
+        raise ValueError("mode %r is not a file mode of 0o600 to 0o777 that lets the "
+                         "owner read and write" % (mode,))
+    check(lib.zr_pull_mode(os.fsencode(url), os.fsencode(path), flags, mode, ffi.NULL,
+                           ffi.NULL))

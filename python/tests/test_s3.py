@@ -161,7 +161,16 @@ def test_push_and_pull_give_back_the_store(s3, tokens):
             assert a.read() == b.read(), name
     with pytest.raises(loaderx.StoreExistsError):
         loaderx.pull(url, "back")
-    loaderx.pull(url, "back", force=True)
+    assert os.stat("back").st_mode & 0o777 == 0o700
+    assert {os.stat(os.path.join("back", n)).st_mode & 0o777 for n in os.listdir("back")} \
+        == {0o600}
+    loaderx.pull(url, "back", force=True, mode=0o644)
+    assert os.stat("back").st_mode & 0o777 == 0o755
+    assert {os.stat(os.path.join("back", n)).st_mode & 0o777 for n in os.listdir("back")} \
+        == {0o644}
+    for bad in (0o7777, 0o400, 999, "644"):
+        with pytest.raises(ValueError, match="mode"):
+            loaderx.pull(url, "bad", mode=bad)
     with pytest.raises(StoreNotFoundError):
         loaderx.pull(f"s3://{BUCKET}/py-nothing-{uuid.uuid4().hex[:12]}", "none")
     assert not any(n.startswith("none") for n in os.listdir("."))
