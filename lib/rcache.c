@@ -151,14 +151,15 @@ static int open_locked(zr_store *s, struct zr_ftable *t, uint32_t id, struct rfi
         if (e == 0 && zr_io.fstat(fd, &st) != 0)
             e = errno;
         /* Only a file of this user's is trusted to hold the store's bytes;
-         * one readable by others is made this user's alone. */
+         * one the umask or another mode left other than 0600 is made so. */
         if (e == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
             zr_io.close(fd);
+            errno = EPERM; /* for zr_rcache_dup's callers, which read errno */
             return zr_err(ZR_EINVAL, "the cache file %s of %s is not a file of this user's "
                           "(uid %u, mode %06o)", name, s->path, (unsigned)st.st_uid,
                           (unsigned)st.st_mode);
         }
-        if (e == 0 && (st.st_mode & 077) && fchmod(fd, 0600) != 0)
+        if (e == 0 && (st.st_mode & 0777) != 0600 && fchmod(fd, 0600) != 0)
             e = errno;
         if (e == 0 && st.st_nlink > 0)
             break;
@@ -272,6 +273,29 @@ static bool is_cache_file_name(const char *n)
     return strcmp(n + k + 1, "chunk") == 0 || strcmp(n + k + 1, "loc") == 0;
 }
 
+/* Whether the folder name under dirfd is one the cache could have made:
+ * a store's folder holding nothing but cache files. A folder of local
+ * stores named by hashes holds meta.zr and store.zr beside its chunks. */
+static bool is_cache_folder(int dirfd, const char *name)
+{
+    if (!is_store_name(name))
+        return false;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    bool only = true;
+    struct dirent *e;
+    while (only && (e = readdir(d)) != NULL)
+        only = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+               is_cache_file_name(e->d_name);
+    closedir(d);
+    return only;
+}
+
 /* ---- eviction ---------------------------------------------------------- */
 
 struct held {
@@ -346,7 +370,16 @@ static void evict_locked(struct zr_rcache *rc)
         }
         DIR *d = sd >= 0 ? fdopendir(sd) : NULL;
         struct dirent *fe;
+        size_t first = n;
+        uint64_t before = total;
         while (d && (fe = readdir(d)) != NULL) {
+            /* A folder with a store's header in it is a local store that
+             * someone put here, whose chunks have the cache's names. */
+            if (strcmp(fe->d_name, "meta.zr") == 0 || strcmp(fe->d_name, "store.zr") == 0) {
+                n = first;
+                total = before;
+                break;
+            }
             if (!is_cache_file_name(fe->d_name) || strlen(fe->d_name) >= sizeof h->name ||
                 fstatat(sd, fe->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
                 !S_ISREG(st.st_mode) || st.st_uid != me)
@@ -692,11 +725,8 @@ static int check_folder(const struct stat *st, const char *what, const char *pat
  * could have the cache folder renamed away and replaced, unless it is
  * sticky (as /tmp is), where only a name's owner may do that. Each must
  * belong to this user or to root. */
-static int check_parents(const char *dir)
+static int check_parents(char *real, const char *dir)
 {
-    char *real = realpath(dir, NULL);
-    if (!real)
-        return zr_err_sys(errno, "resolving the cache folder %s", dir);
     int rc = 0;
     for (char *slash = strrchr(real, '/'); slash && rc == 0; slash = strrchr(real, '/')) {
         slash[slash == real] = '\0'; /* "/a/b" -> "/a" -> "/" */
@@ -714,8 +744,59 @@ static int check_parents(const char *dir)
         if (real[1] == '\0')
             break;
     }
-    free(real);
     return rc;
+}
+
+/* A symbolic link on the way to dir that another user made points where
+ * they choose, now or at the next open; one of root's or this user's is
+ * as trusted as a folder of theirs. Before the folders are made (not
+ * made), the check ends at the first that is missing. */
+static int check_links(const char *dir, bool made)
+{
+    char path[4096];
+    size_t len = strlen(dir);
+    if (len >= sizeof path)
+        return zr_err(ZR_EINVAL, "the cache folder %s: the name is too long", dir);
+    memcpy(path, dir, len + 1);
+    for (size_t k = 1; k <= len; k++) {
+        if (path[k] != '/' && path[k] != '\0')
+            continue;
+        char c = path[k];
+        path[k] = '\0';
+        struct stat st;
+        if (lstat(path, &st) != 0 && !made && errno == ENOENT)
+            return 0; /* the rest is to be made */
+        if (lstat(path, &st) != 0)
+            return zr_err_sys(errno, "checking %s, on the way to the cache folder %s", path, dir);
+        if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+            return zr_err(ZR_EINVAL, "%s, on the way to the cache folder %s, is a symbolic "
+                          "link of uid %u, not of this user (uid %u)", path, dir,
+                          (unsigned)st.st_uid, (unsigned)geteuid());
+        path[k] = c;
+    }
+    return 0;
+}
+
+/* The folders above the one open at fd, found where it is now (not where
+ * the name dir led when it was checked), checked as check_parents says. */
+static int check_open_parents(int fd, const struct stat *st, const char *dir)
+{
+    char proc[64], real[4096];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, real, sizeof real - 1);
+    if (n <= 0 || real[0] != '/') {
+        char *r = realpath(dir, NULL);
+        if (!r)
+            return zr_err_sys(errno, "resolving the cache folder %s", dir);
+        n = (ssize_t)snprintf(real, sizeof real, "%s", r);
+        free(r);
+    }
+    real[n] = '\0';
+    struct stat now;
+    if (stat(real, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+        return zr_err(ZR_EINVAL, "the cache folder %s was moved or replaced while it was "
+                      "checked", dir);
+    return check_parents(real, dir);
 }
 
 /* 1 if the marker at the root of rootfd is this cache's, 0 if there is
@@ -743,14 +824,26 @@ static int read_tag(int rootfd, const char *dir)
  * name, so that a process that finds one finds all of it. */
 static int write_tag(int rootfd, const char *dir)
 {
-    char tmp[32];
-    snprintf(tmp, sizeof tmp, TAG_TEMP "%ld", (long)getpid());
-    (void)unlinkat(rootfd, tmp, 0);
-    int fd = zr_io.openat(rootfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+    /* Threads of one process, and processes of containers that share the
+     * folder, may write it at once: each under a name of its own. */
+    static _Atomic unsigned seq;
+    char tmp[64];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        snprintf(tmp, sizeof tmp, TAG_TEMP "%ld-%u-%" PRIx64, (long)getpid(),
+                 atomic_fetch_add(&seq, 1), now_ns());
+        fd = zr_io.openat(rootfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                           0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
     if (fd < 0)
         return zr_err_sys(errno, "creating %s/%s", dir, tmp);
     int rc = zr_write_all(fd, tag_text, sizeof tag_text - 1, 0, "the cache folder's marker");
+    /* Durable before it has its name: a marker found empty after a power
+     * cut would have the folder refused. */
+    if (rc == 0 && fsync(fd) != 0)
+        rc = zr_err_sys(errno, "syncing %s/%s", dir, tmp);
     zr_io.close(fd);
     if (rc == 0 && linkat(rootfd, tmp, rootfd, TAG_NAME, 0) != 0 && errno != EEXIST)
         rc = zr_err_sys(errno, "writing %s/%s", dir, TAG_NAME);
@@ -783,8 +876,8 @@ static int claim_root(int rootfd, const char *dir)
         if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, ".lock") == 0 ||
             strcmp(n, TAG_NAME) == 0 || strncmp(n, TAG_TEMP, strlen(TAG_TEMP)) == 0)
             continue;
-        if (is_store_name(n) && fstatat(rootfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISDIR(st.st_mode))
+        if (fstatat(rootfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+            is_cache_folder(rootfd, n))
             continue;
         rc = zr_err(ZR_EEXIST, "the cache folder %s holds %s, which the cache did not make, "
                     "and no %s of loaderx's: LOADERX_CACHE_DIR must name a new or empty "
@@ -799,19 +892,16 @@ static int claim_root(int rootfd, const char *dir)
 static int open_root(const char *dir, int *out)
 {
     *out = -1;
-    if (make_folder(dir) != 0)
-        return zr_err_sys(errno, "creating the cache folder %s", dir);
-    struct stat st;
-    if (lstat(dir, &st) != 0)
-        return zr_err_sys(errno, "checking the cache folder %s", dir);
     /* A link that another user made (in a shared /tmp, say) points where
      * they chose: one of this user's folders, to be filled and evicted. */
-    if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
-        return zr_err(ZR_EINVAL, "the cache folder %s is a symbolic link of uid %u, not of "
-                      "this user (uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
-    int rc = check_parents(dir);
+    int rc = check_links(dir, false);
     if (rc != 0)
         return rc;
+    if (make_folder(dir) != 0)
+        return zr_err_sys(errno, "creating the cache folder %s", dir);
+    if ((rc = check_links(dir, true)) != 0)
+        return rc;
+    struct stat st;
     int fd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (fd < 0)
         return zr_err_sys(errno, "opening the cache folder %s", dir);
@@ -820,7 +910,12 @@ static int open_root(const char *dir, int *out)
     if (rc == 0)
         rc = check_folder(&st, "the cache folder", dir);
     if (rc == 0)
+        rc = check_open_parents(fd, &st, dir);
+    if (rc == 0)
         rc = claim_root(fd, dir);
+    /* Made 0700 whatever the umask; an older release's may be 0755. */
+    if (rc == 0 && (st.st_mode & 0777) != 0700 && fchmod(fd, 0700) != 0)
+        rc = zr_err_sys(errno, "making the cache folder %s 0700", dir);
     if (rc != 0) {
         zr_io.close(fd);
         return rc;
@@ -895,7 +990,10 @@ int zr_rcache_attach(zr_store *s, const char *dir, uint64_t max_bytes, uint64_t 
         return zr_err_sys(errno, "checking the cache folder %s/%s", dir, name);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return check_folder(&st, "the cache folder", path);
+    int err = check_folder(&st, "the cache folder", path);
+    if (err == 0 && (st.st_mode & 0777) != 0700 && fchmod(rc->storefd, 0700) != 0)
+        err = zr_err_sys(errno, "making the cache folder %s 0700", path);
+    return err;
 }
 
 void zr_rcache_fork_prepare(zr_store *s)

@@ -123,6 +123,41 @@ def test_verify_names_an_object_changed_after_the_open(s3, images, change):
             "replaced": "changed since it was listed"}[change] in what
 
 
+def test_threads_that_open_at_once_share_a_new_cache_folder(s3, images, tmp_path,
+                                                            monkeypatch):
+    # Each open of a new folder writes its marker; threads of one process
+    # doing so together must neither fail nor leave a half-written one.
+    with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
+        s.append(images)
+    url = upload(s3, "img")
+    for round_ in range(10):
+        cache = tmp_path / f"cache{round_}"
+        monkeypatch.setenv("LOADERX_CACHE_DIR", str(cache))
+        start = threading.Barrier(8)
+        errors, got = [], []
+
+        def read(k):
+            try:
+                start.wait()
+                with DenseStore.open(url) as r:
+                    got.append((k, r[k]))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=read, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        for k, rec in got:
+            np.testing.assert_array_equal(rec, images[k])
+        files = {p.name for p in cache.iterdir() if not p.is_dir()}
+        assert "CACHEDIR.TAG" in files and files <= {"CACHEDIR.TAG", ".lock"}, files
+        assert (cache / "CACHEDIR.TAG").read_text().startswith(
+            "Signature: 8a477f597d28d172789f06886806bc55\n")
+
+
 def test_a_pickled_remote_store_reopens_by_its_address(s3, images):
     with DenseStore.create("img", np.uint8, (3, 16, 16)) as s:
         s.append(images[:20])

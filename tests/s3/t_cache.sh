@@ -2,12 +2,16 @@
 # t_cache.sh: the cache folder (LOADERX_CACHE_DIR) of remote stores deletes
 # nothing that is not the cache's and trusts no other user. Two stores are
 # pushed; then:
-#  - a folder of the user's own files ($HOME, say) is refused as a cache
-#    folder, and its files are all still there;
-#  - in a cache folder, files and folders the cache did not make survive
-#    an eviction that removes the cache's own files of another store;
+#  - a folder of the user's own files ($HOME, say), or of local stores
+#    named as the cache names its folders, is refused as a cache folder,
+#    and its files are all still there;
+#  - in a cache folder, files and folders the cache did not make (a local
+#    store among them) survive an eviction that removes the cache's own
+#    files of another store; folders are 0700 and files 0600 whatever the
+#    umask, and a folder an older release left 0755 is made 0700;
 #  - a cache folder of another user's, one writable by others, and a link
-#    another user made are refused, naming the folder and what is wrong;
+#    another user made (the folder or one on the way to it) are refused,
+#    naming the folder and what is wrong;
 #  - a cache file replaced with a link to one of the user's files leaves
 #    that file as it was, and the read is still right;
 #  - root and a second user (nobody, through setpriv), each with a cache
@@ -78,6 +82,18 @@ grep -q "CACHEDIR.TAG" "$tmp/err" || fail "the refusal of . said: $(cat "$tmp/er
 [ ! -e "$home/CACHEDIR.TAG" ] || fail "a refused folder got a marker"
 ok "a folder of the user's files is refused, and left as it was"
 
+# A folder of local stores named by hashes, as the cache names its own:
+# their chunks have the cache files' names, but meta.zr and store.zr are
+# not the cache's.
+stores=$tmp/stores
+mkdir "$stores" && cp -r "$tmp/a" "$stores/0123456789abcdef"
+touch -d 2001-01-01 "$stores/0123456789abcdef"/*
+(cd "$stores" && find . -type f -exec sha256sum {} + | sort) > "$tmp/stores.sum"
+refused "$stores" "0123456789abcdef" "which the cache did not make"
+(cd "$stores" && find . -type f -exec sha256sum {} + | sort) | cmp -s - "$tmp/stores.sum" ||
+    fail "a local store changed under a refused cache folder"
+ok "a folder of local stores with hex names is refused, and left as it was"
+
 # A cache folder of the cache's, with the user's files added to it: an
 # eviction (store b read with the bound below store a's blocks) removes
 # store a's cache files and none of the user's.
@@ -89,16 +105,21 @@ store_a=$(cd "$c" && ls -d [0-9a-f]*)
 [ "$(echo "$store_a" | wc -w)" = 1 ] || fail "one store's cache folder expected: $store_a"
 ls "$c/$store_a" | grep -q '\.chunk$' || fail "store a's cache folder has no chunk file"
 mkdir "$c/docs" "$c/fedcba9876543210"
+cp -r "$tmp/a" "$c/aaaaaaaaaaaaaaaa" # a local store put in the cache folder
 echo keep > "$c/docs/1.chunk"
 echo keep > "$c/notes"
 echo keep > "$c/$store_a/notes"
 echo keep > "$c/fedcba9876543210/readme"
-touch -d 2001-01-01 "$c/docs/1.chunk" "$c/notes" "$c/$store_a/notes" "$c/fedcba9876543210/readme"
+touch -d 2001-01-01 "$c/docs/1.chunk" "$c/notes" "$c/$store_a/notes" "$c/fedcba9876543210/readme" \
+    "$c/aaaaaaaaaaaaaaaa"/*
 find "$c/$store_a" -name '*.chunk' -exec touch -d 2002-01-01 {} +
 read_through "$b" "$c" LOADERX_CACHE_SIZE=1M || fail "a read of b through $c: $(cat "$tmp/err")"
 if ls "$c/$store_a" | grep -q '\.chunk$'; then fail "no eviction of store a's files happened"; fi
 for f in docs/1.chunk notes "$store_a/notes" fedcba9876543210/readme; do
     [ "$(cat "$c/$f" 2>/dev/null)" = keep ] || fail "eviction removed $c/$f, not the cache's"
+done
+for f in "$tmp/a"/*; do
+    cmp -s "$f" "$c/aaaaaaaaaaaaaaaa/${f##*/}" || fail "eviction changed the local store's ${f##*/}"
 done
 read_through "$a" "$c" || fail "store a after its eviction: $(cat "$tmp/err")"
 ok "eviction removes the cache's files and none other"
@@ -111,7 +132,16 @@ done
 for f in "$tmp/m/deep/cache"/[0-9a-f]*/* "$tmp/m/deep/cache/CACHEDIR.TAG"; do
     [ "$(stat -c %a "$f")" = 600 ] || fail "$f has mode $(stat -c %a "$f"), not 600"
 done
-ok "cache folders are 0700 and files 0600 under umask 000"
+(umask 0177 && read_through "$a" "$tmp/m2") || fail "a read under umask 0177: $(cat "$tmp/err")"
+for f in "$tmp/m2"/[0-9a-f]*/* "$tmp/m2/CACHEDIR.TAG"; do
+    [ "$(stat -c %a "$f")" = 600 ] || fail "$f has mode $(stat -c %a "$f") under umask 0177"
+done
+chmod 755 "$tmp/m2" "$tmp/m2"/[0-9a-f]*
+read_through "$a" "$tmp/m2" || fail "a read through a 0755 cache folder: $(cat "$tmp/err")"
+for d in "$tmp/m2" "$tmp/m2"/[0-9a-f]*; do
+    [ "$(stat -c %a "$d")" = 700 ] || fail "$d was left $(stat -c %a "$d"), not made 700"
+done
+ok "cache folders are 0700 and files 0600 under umask 000 and 0177"
 
 # Other users. The test folder is opened to them, and holds a sticky
 # folder like /tmp where each makes their own.
@@ -129,10 +159,11 @@ refused "$shared/open" "writable by its group"
 mkdir -m 700 "$tmp/victim"
 "${nobody[@]}" ln -s "$tmp/victim" "$shared/link"
 refused "$shared/link" "symbolic link of uid 65534"
+refused "$shared/link/cache" "$shared/link, on the way to" "symbolic link of uid 65534"
 mkdir -m 0777 "$tmp/wide" && mkdir -m 0700 "$tmp/wide/cache"
 refused "$tmp/wide/cache" "above the cache folder" "not sticky"
 [ -z "$(ls -A "$tmp/victim")" ] || fail "a refused link's target got files"
-ok "another user's folder, a folder writable by others and another user's link are refused"
+ok "another user's folder, a folder writable by others and another user's links are refused"
 
 # A cache file swapped for a link to one of the user's files: the file
 # stays as it was, the read is right.
@@ -159,6 +190,7 @@ cmp -s "$shared/n2.npy" "$tmp/a.local.npy" || fail "nobody's second read (from i
 "${nobody[@]}" env LOADERX_CACHE_DIR="$shared/root-cache" "$zr" export "$a" "$shared/n3.npy" \
     -q 2> "$tmp/err" && fail "nobody used root's cache folder"
 grep -q "root-cache" "$tmp/err" || fail "nobody's refusal said: $(cat "$tmp/err")"
+ls "$shared/root-cache"/[0-9a-f]*/*.chunk > /dev/null || fail "root's cache holds no chunk"
 if "${nobody[@]}" cat "$shared/root-cache"/*/*.chunk > /dev/null 2>&1; then
     fail "nobody read root's cache files"
 fi
