@@ -397,6 +397,7 @@ struct simple {
     const void *body;
     int fd;
     uint64_t len;
+    char *etag; /* the PUT's answer's ETag, no quotes ("" if none), or NULL */
 };
 
 static int simple_start(struct op *op, struct xfer *x)
@@ -420,11 +421,23 @@ static int simple_finish(struct op *op, struct xfer *x)
     if (x->method == M_DELETE && (x->status == 204 || x->status == 200 ||
                                   (x->status == 404 && !zr_s3_no_bucket(x))))
         return 0;
-    if (x->method == M_PUT && x->status == 200)
+    struct simple *q = op->arg;
+    if (x->method == M_PUT && x->status == 200) {
+        if (q->etag) {
+            const char *t = x->etag;
+            size_t tl = strlen(t);
+            if (tl >= 2 && t[0] == '"' && t[tl - 1] == '"') {
+                t++;
+                tl -= 2;
+            }
+            tl = tl < ZR_S3_ETAG_MAX ? tl : 0;
+            memcpy(q->etag, t, tl);
+            q->etag[tl] = '\0';
+        }
         return 0;
+    }
     /* 412: the object exists; 409: another conditional write of it is
      * under way (AWS's ConditionalRequestConflict). */
-    struct simple *q = op->arg;
     if (q->only_new && (x->status == 412 || x->status == 409))
         return zr_err(ZR_EEXIST, "PUT %s: HTTP %ld: it exists, or another client is "
                       "creating it", x->disp, x->status);
@@ -446,8 +459,16 @@ int zr_s3_put(struct zr_s3 *c, const char *name, const void *buf, size_t len)
 
 int zr_s3_put_new(struct zr_s3 *c, const char *name, const void *buf, size_t len)
 {
-    struct simple q = {.method = M_PUT, .only_new = true, .name = name, .body = buf, .fd = -1,
-                       .len = len};
+    return zr_s3_put_etag(c, name, buf, len, true, NULL);
+}
+
+int zr_s3_put_etag(struct zr_s3 *c, const char *name, const void *buf, size_t len,
+                   bool only_new, char etag[ZR_S3_ETAG_MAX])
+{
+    struct simple q = {.method = M_PUT, .only_new = only_new, .name = name, .body = buf,
+                       .fd = -1, .len = len, .etag = etag};
+    if (etag)
+        etag[0] = '\0';
     return simple(c, &q);
 }
 

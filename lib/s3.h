@@ -148,6 +148,11 @@ int zr_s3_put_new(struct zr_s3 *c, const char *name, const void *buf, size_t len
 int zr_s3_etag_file(int fd, uint64_t size, char out[ZR_S3_ETAG_MAX]);
 int zr_s3_etag_mem(const void *buf, size_t len, char out[ZR_S3_ETAG_MAX]);
 
+/* zr_s3_put (only_new: zr_s3_put_new), with the ETag the server answered
+ * (no quotes; "" when it gave none) to etag when not NULL. */
+int zr_s3_put_etag(struct zr_s3 *c, const char *name, const void *buf, size_t len,
+                   bool only_new, char etag[ZR_S3_ETAG_MAX]);
+
 /* DELETE an object (a missing one is not an error). */
 int zr_s3_delete(struct zr_s3 *c, const char *name);
 

@@ -26,7 +26,9 @@
  *      bytes, s3etag.c) and nothing else, and the remote store must open
  *      with the local store's length, kind, dtype, item shape and codec.
  *      So a push returns 0 only if, after its last write, the prefix
- *      held exactly its store.
+ *      held exactly its store. A server whose answer to the header's PUT
+ *      is not its MD5 (one that encrypts with its own keys) makes other
+ *      ETags: there the sizes and the open are what is checked.
  *  T6. Of pushes without ZR_PUSH_FORCE racing to one prefix exactly one
  *      succeeds. Checking that the prefix is empty and uploading cannot
  *      be one step, and the body objects of stores of the same sizes
@@ -35,12 +37,16 @@
  *      Hence the prefix is claimed before any byte of the store is sent:
  *      push.claim is created with If-None-Match: *, which the server
  *      grants to one caller only; the others fail with ZR_EEXIST having
- *      written nothing. The holder lists again (a push that finished and
- *      let go of its claim in between leaves its store there: refused,
- *      the claim given back), uploads, sends meta.zr, again only if there
- *      is none (a --force push may have published meanwhile), deletes the
- *      claim and checks (T4). A push that fails keeps its claim, as it
- *      keeps its other objects (T2): --force clears both. A --force push
+ *      written nothing. (The claim's text is the push's own, so that a
+ *      retry answered 412 after its first try was stored is not taken
+ *      for a loss.) The holder lists again (a push that finished and let
+ *      go of its claim in between leaves its store there: refused, the
+ *      claim given back), uploads, sends meta.zr, again only if there is
+ *      none (a --force push may have published meanwhile: the claim is
+ *      given back, nothing else deleted), checks (T4) and then gives back
+ *      the claim. A push that fails before it sends a byte of the store
+ *      gives back its claim; one that fails after keeps it, as it keeps
+ *      its other objects (T2): --force clears both. A --force push
  *      neither claims nor honours a claim; it is for a prefix that one
  *      writer owns, and T4 alone tells whether it won.
  *  T5. Pull refuses a prefix without meta.zr (an unfinished upload, T2).
@@ -305,8 +311,12 @@ static int upload(struct zr_s3 *c, const struct xfile *f, size_t n, uint64_t tot
     return j.rc;
 }
 
-/* T4: the listing holds exactly the local files, at their sizes. */
-static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, const char *when)
+/* T4: the listing holds exactly the local files, at their sizes and,
+ * where the server's ETags are MD5s (md5), with the ETags computed of
+ * them. A claim beside them is a push that will find the store and let
+ * go (T6). */
+static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, bool md5,
+                         const char *when)
 {
     struct zr_s3_obj *o;
     size_t m;
@@ -315,7 +325,7 @@ static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, const
         return rc;
     size_t seen = 0;
     for (size_t k = 0; rc == 0 && k < m; k++) {
-        if (o[k].dir)
+        if (o[k].dir || strcmp(o[k].name, PUSH_CLAIM) == 0)
             continue;
         const struct xfile *x = xfile_find(f, n, o[k].name);
         if (!x)
@@ -326,7 +336,7 @@ static int check_listing(struct zr_s3 *c, const struct xfile *f, size_t n, const
                         o[k].name, (unsigned long long)o[k].size, when,
                         (unsigned long long)x->size);
         /* A listing without ETags leaves the sizes and the open to check. */
-        else if (o[k].etag[0] && strcasecmp(o[k].etag, x->etag) != 0)
+        else if (md5 && o[k].etag[0] && strcasecmp(o[k].etag, x->etag) != 0)
             rc = zr_err(ZR_ECORRUPT, "%s/%s is not the bytes pushed %s (ETag %s, not %s): "
                         "another push wrote it", zr_s3_url(c), o[k].name, when, o[k].etag,
                         x->etag);
@@ -365,6 +375,16 @@ static int check_opens(zr_store *s, const char *url)
     return rc;
 }
 
+/* Give back a claim, keeping the error that made us. */
+static void unclaim(struct zr_s3 *c)
+{
+    char msg[512];
+    int code = zr_last_error_code();
+    snprintf(msg, sizeof msg, "%s", zr_last_error());
+    (void)zr_s3_delete(c, PUSH_CLAIM);
+    zr_err_restore(code, msg);
+}
+
 static int refuse_held(struct zr_s3 *c, const struct zr_s3_obj *o, size_t n)
 {
     return zr_err(ZR_EEXIST, "%s already holds %zu object%s (%s%s): push --force "
@@ -372,14 +392,38 @@ static int refuse_held(struct zr_s3 *c, const struct zr_s3_obj *o, size_t n)
                   o[0].dir ? "/..." : "");
 }
 
-/* T6: make the empty prefix this push's, or refuse. */
+/* T6: make the empty prefix this push's, or refuse. The note is this
+ * push's own (host, process, time, a counter), so that a retried PUT
+ * whose first try was stored, answered 412, is told from a loss; and a
+ * 409 (another conditional write under way, which may fail) from one. */
 static int claim(struct zr_s3 *c)
 {
-    char note[160], host[64] = "";
+    static _Atomic unsigned seq;
+    char note[192], host[64] = "";
     gethostname(host, sizeof host - 1);
-    int len = snprintf(note, sizeof note, "zr push from %s, process %ld, at %lld\n", host,
-                       (long)getpid(), (long long)time(NULL));
-    int rc = zr_s3_put_new(c, PUSH_CLAIM, note, (size_t)len);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int len = snprintf(note, sizeof note, "zr push from %s, process %ld, at %lld.%09ld, #%u\n",
+                       host, (long)getpid(), (long long)now.tv_sec, now.tv_nsec,
+                       atomic_fetch_add(&seq, 1));
+    int rc = ZR_EEXIST;
+    for (int tries = 0; rc == ZR_EEXIST && tries < 4; tries++) {
+        if (tries > 0)
+            nanosleep(&(struct timespec){0, 100000000L * tries}, NULL);
+        if ((rc = zr_s3_put_new(c, PUSH_CLAIM, note, (size_t)len)) != ZR_EEXIST)
+            break;
+        void *held = NULL;
+        size_t hl = 0;
+        int g = zr_s3_get(c, PUSH_CLAIM, sizeof note, &held, &hl, true);
+        bool ours = g == 0 && held && hl == (size_t)len && memcmp(held, note, hl) == 0;
+        bool missing = g == 0 && !held;
+        zr_free(held);
+        if (ours)
+            rc = 0;
+        else if (!missing) /* held by another push, or unreadable */
+            break;
+        /* else no one holds it after all: try again */
+    }
     if (rc == ZR_EEXIST)
         return zr_err(ZR_EEXIST, "another push to %s is under way (it holds %s): if none "
                       "is, push --force replaces what is there", zr_s3_url(c), PUSH_CLAIM);
@@ -389,15 +433,17 @@ static int claim(struct zr_s3 *c)
      * its claim, and left its store. */
     struct zr_s3_obj *o;
     size_t n;
-    if ((rc = zr_s3_list(c, "", true, &o, &n)) != 0)
+    if ((rc = zr_s3_list(c, "", true, &o, &n)) != 0) {
+        unclaim(c);
         return rc;
+    }
     size_t k = 0;
     while (k < n && !o[k].dir && strcmp(o[k].name, PUSH_CLAIM) == 0)
         k++;
     if (k < n || n == 0) {
         rc = n == 0 ? zr_err(ZR_EIO, "%s: the new %s is not listed", zr_s3_url(c), PUSH_CLAIM)
                     : refuse_held(c, &o[k], n - k);
-        zr_s3_delete(c, PUSH_CLAIM);
+        unclaim(c);
     }
     zr_s3_list_free(o, n);
     return rc;
@@ -451,14 +497,15 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     uint64_t total = 0;
     for (size_t k = 0; k < n; k++)
         total += f[k].size;
+    bool force = flags & ZR_PUSH_FORCE, claimed = false;
+    if (rc == 0)
+        rc = zr_s3_open(&c, url);
+    if (rc == 0 && (rc = clear_header(c, force, &old, &nold)) == 0)
+        claimed = !force;
     /* T4: the ETags the uploads must give, from the bytes under the lock. */
     for (size_t k = 0; rc == 0 && k < n; k++)
         rc = &f[k] == mf ? zr_s3_etag_mem(meta, ZR_HEADER_SIZE, f[k].etag)
                          : zr_s3_etag_file(f[k].fd, f[k].size, f[k].etag);
-    if (rc == 0)
-        rc = zr_s3_open(&c, url);
-    if (rc == 0)
-        rc = clear_header(c, flags & ZR_PUSH_FORCE, &old, &nold);
     /* T2: every file but the header, which by_size_desc put last of all
      * the files of its size; it is sent from memory at the end. */
     struct xfile *body = NULL;
@@ -468,6 +515,10 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     for (size_t k = 0; rc == 0 && k < n; k++)
         if (&f[k] != mf)
             body[nbody++] = f[k];
+    /* A claim is kept once a byte of the store may be on the server (T6);
+     * before that, a failure gives it back. */
+    if (rc != 0 && claimed)
+        unclaim(c);
     if (rc == 0)
         rc = upload(c, body, nbody, total, fn, user);
     zr_free(body);
@@ -475,20 +526,45 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
     for (size_t k = 0; rc == 0 && k < nold; k++)
         if (!old[k].dir && !xfile_find(f, n, old[k].name))
             rc = zr_s3_delete(c, old[k].name);
-    bool force = flags & ZR_PUSH_FORCE;
-    if (rc == 0 && force)
-        rc = zr_s3_put(c, ZR_META_FILE, meta, ZR_HEADER_SIZE);
-    /* T6: the loser deletes nothing; the objects are the winner's. */
-    if (rc == 0 && !force && (rc = zr_s3_put_new(c, ZR_META_FILE, meta, ZR_HEADER_SIZE)) ==
-                                 ZR_EEXIST)
-        rc = zr_err(ZR_EEXIST, "another push published a store at %s first: this one "
-                    "failed, and left it as it is", zr_s3_url(c));
-    if (rc == 0 && !force)
-        rc = zr_s3_delete(c, PUSH_CLAIM);
+    char answer[ZR_S3_ETAG_MAX] = "";
+    if (rc == 0)
+        rc = zr_s3_put_etag(c, ZR_META_FILE, meta, ZR_HEADER_SIZE, !force, answer);
+    /* T6: a 412 to the header of a push holding the claim is a retry whose
+     * first try was stored, when the header listed is this one's; else a
+     * --force push published meanwhile, and the objects are its: the
+     * loser gives back its claim and deletes nothing else. */
+    if (rc == ZR_EEXIST && claimed) {
+        struct zr_s3_obj *o = NULL;
+        size_t m = 0;
+        bool ours = false;
+        if (zr_s3_list(c, ZR_META_FILE, true, &o, &m) == 0)
+            for (size_t k = 0; k < m; k++)
+                ours |= !o[k].dir && strcmp(o[k].name, ZR_META_FILE) == 0 &&
+                        strcasecmp(o[k].etag, mf->etag) == 0;
+        zr_s3_list_free(o, m);
+        if (ours) {
+            rc = 0;
+            snprintf(answer, sizeof answer, "%s", mf->etag);
+        } else {
+            rc = zr_err(ZR_EEXIST, "another push published a store at %s first: this one "
+                        "failed, and left it as it is", zr_s3_url(c));
+            unclaim(c);
+            claimed = false;
+        }
+    }
+    /* A server that answers the header with an ETag other than its MD5
+     * (SSE-KMS, SSE-C) makes ETags of its own: only sizes and the open
+     * are checked there. */
+    bool md5 = !answer[0] || strcasecmp(answer, mf->etag) == 0;
     if (rc == 0 && fn)
         fn(user, total, total);
+    /* Checked before the claim is given back: a push that claims the
+     * prefix after that finds the store and lets go, but its claim would
+     * be in the listing. */
     if (rc == 0)
-        rc = check_listing(c, f, n, "after the upload");
+        rc = check_listing(c, f, n, md5, "after the upload");
+    if (rc == 0 && claimed)
+        rc = zr_s3_delete(c, PUSH_CLAIM);
     if (rc == 0)
         rc = check_opens(s, zr_s3_url(c));
     zr_s3_list_free(old, nold);

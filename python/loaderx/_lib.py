@@ -316,7 +316,7 @@ ZR_PULL_MODE_DEFAULT = 0o600
 _REQUIRED = ("zr_last_error", "zr_dense_create", "zr_gather_ragged",
              "zr_sampler_batch", "zr_sampler_create_opts",
              "zr_loader_create", "zr_loader_destroy",
-             "zr_version_string")
+             "zr_version_string", "zr_pull_mode")
 
 _SONAMES = ("libloaderx.so.1", "libloaderx.so")
 

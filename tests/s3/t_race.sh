@@ -65,6 +65,19 @@ for r in $(seq "$rounds"); do
     grep -Eq "$lost" "$tmp/err-$lose" ||
         fail "round $r: the losing push said: $(cat "$tmp/err-$lose")"
     "$zr" verify -q "$u" || fail "round $r: zr verify $u"
+    keys=$("$PY" - "$u" <<'PYEOF'
+import os, sys
+import boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+                  config=Config(s3={"addressing_style": "path"}))
+bucket, _, prefix = sys.argv[1][len("s3://"):].partition("/")
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+    for o in page.get("Contents", []):
+        print(o["Key"][len(prefix) + 1:])
+PYEOF
+)
+    ! grep -qx push.claim <<< "$keys" || fail "round $r: a push.claim is left in $u"
     "$zr" pull -q "$u" "$tmp/pulled-$r" || fail "round $r: pull $u"
     for f in "$tmp/$pair-$win"/*; do
         cmp -s "$f" "$tmp/pulled-$r/$(basename "$f")" ||
