@@ -661,30 +661,6 @@ bool zr_rcache_holds(zr_store *s, const uint64_t *idx, size_t n, uint64_t laid_o
 
 /* ---- attaching --------------------------------------------------------- */
 
-/* Make folder dir and the folders above it that are missing (mkdir -p);
- * 0 or -1 with errno set. Made for this user alone: the cache holds
- * objects of buckets that may be private. */
-static int make_folder(const char *dir)
-{
-    char path[4096];
-    size_t len = strlen(dir);
-    if (len == 0 || len >= sizeof path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(path, dir, len + 1);
-    for (size_t k = 1; k <= len; k++) {
-        if (path[k] != '/' && path[k] != '\0')
-            continue;
-        char c = path[k];
-        path[k] = '\0';
-        if (zr_io.mkdirat(AT_FDCWD, path, 0700) != 0 && errno != EEXIST)
-            return -1;
-        path[k] = c;
-    }
-    return 0;
-}
-
 /* ---- the cache folder's rules ------------------------------------------ */
 
 /* The cache folder is the cache's alone: eviction deletes files in it, and
@@ -747,16 +723,18 @@ static int check_parents(char *real, const char *dir)
     return rc;
 }
 
-/* A symbolic link on the way to dir that another user made points where
- * they choose, now or at the next open; one of root's or this user's is
- * as trusted as a folder of theirs. Before the folders are made (not
- * made), the check ends at the first that is missing. */
-static int check_links(const char *dir, bool made)
+/* Make folder dir and the folders above it that are missing (mkdir -p),
+ * for this user alone: the cache holds objects of buckets that may be
+ * private. A symbolic link on the way that another user made points where
+ * they choose, now or at the next open, so it is refused before anything
+ * is made through it; one of root's or this user's is as trusted as a
+ * folder of theirs. */
+static int make_folders(const char *dir)
 {
     char path[4096];
     size_t len = strlen(dir);
-    if (len >= sizeof path)
-        return zr_err(ZR_EINVAL, "the cache folder %s: the name is too long", dir);
+    if (len == 0 || len >= sizeof path)
+        return zr_err(ZR_EINVAL, "the cache folder '%s': the name is empty or too long", dir);
     memcpy(path, dir, len + 1);
     for (size_t k = 1; k <= len; k++) {
         if (path[k] != '/' && path[k] != '\0')
@@ -764,10 +742,13 @@ static int check_links(const char *dir, bool made)
         char c = path[k];
         path[k] = '\0';
         struct stat st;
-        if (lstat(path, &st) != 0 && !made && errno == ENOENT)
-            return 0; /* the rest is to be made */
-        if (lstat(path, &st) != 0)
-            return zr_err_sys(errno, "checking %s, on the way to the cache folder %s", path, dir);
+        int r = lstat(path, &st);
+        if (r != 0 && errno == ENOENT &&
+            (zr_io.mkdirat(AT_FDCWD, path, 0700) == 0 || errno == EEXIST))
+            r = lstat(path, &st);
+        if (r != 0)
+            return zr_err_sys(errno, "creating %s, on the way to the cache folder %s", path,
+                              dir);
         if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
             return zr_err(ZR_EINVAL, "%s, on the way to the cache folder %s, is a symbolic "
                           "link of uid %u, not of this user (uid %u)", path, dir,
@@ -894,12 +875,8 @@ static int open_root(const char *dir, int *out)
     *out = -1;
     /* A link that another user made (in a shared /tmp, say) points where
      * they chose: one of this user's folders, to be filled and evicted. */
-    int rc = check_links(dir, false);
+    int rc = make_folders(dir);
     if (rc != 0)
-        return rc;
-    if (make_folder(dir) != 0)
-        return zr_err_sys(errno, "creating the cache folder %s", dir);
-    if ((rc = check_links(dir, true)) != 0)
         return rc;
     struct stat st;
     int fd = zr_io.openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
