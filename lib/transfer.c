@@ -517,8 +517,10 @@ ZR_API int zr_push(const char *path, const char *url, unsigned flags, zr_progres
             body[nbody++] = f[k];
     /* A claim is kept once a byte of the store may be on the server (T6);
      * before that, a failure gives it back. */
-    if (rc != 0 && claimed)
+    if (rc != 0 && claimed) {
         unclaim(c);
+        claimed = false;
+    }
     if (rc == 0)
         rc = upload(c, body, nbody, total, fn, user);
     zr_free(body);
