@@ -7,6 +7,7 @@ addresses buckets path-style, as the C client does.
 
   peer.py put BUCKET KEY FILE       upload FILE (multipart above 8 MiB)
   peer.py get BUCKET KEY FILE       download KEY to FILE
+  peer.py delete BUCKET KEY         delete KEY
   peer.py many BUCKET PREFIX N      N small objects PREFIXi (16 threads)
   peer.py uploads BUCKET KEY        print the multipart uploads of KEY in progress
   peer.py mkbucket BUCKET           create BUCKET if it is missing
@@ -36,6 +37,8 @@ def main(argv):
         s3.upload_file(argv[4], bucket, argv[3])
     elif cmd == "get":
         s3.download_file(bucket, argv[3], argv[4])
+    elif cmd == "delete":
+        s3.delete_object(Bucket=bucket, Key=argv[3])
     elif cmd == "many":
         prefix, n = argv[3], int(argv[4])
         with ThreadPoolExecutor(16) as pool:

@@ -12,6 +12,7 @@
 set -euo pipefail
 
 . "$(dirname "$0")/lib.sh"
+peer=$(cd "$(dirname "$0")" && pwd)/peer.py
 "$PY" -c 'import boto3, numpy' 2>/dev/null ||
     fail "$PY lacks boto3 or numpy (Debian packages python3-boto3 python3-numpy)"
 command -v strace >/dev/null || fail "strace is needed (Debian package strace, scripts/deps.sh)"
@@ -34,40 +35,39 @@ base=s3://$LOADERX_TEST_BUCKET/t_verify/$$
 "$zr" import s s.npy -q
 
 # change URL HOW: the store's 0.chunk deleted, shortened or replaced (its
-# bytes inverted, the length kept), or left as it was (none).
+# bytes each one more, the length kept), or left as it was (none), by boto3.
 change() {
-    "$PY" - "$@" <<'PYEOF'
-import os, sys
-import boto3
-from botocore.config import Config
-s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
-                  config=Config(s3={"addressing_style": "path"}))
-url, how = sys.argv[1], sys.argv[2]
-bucket, _, prefix = url[len("s3://"):].partition("/")
-key = prefix + "/0.chunk"
-body = open("s/0.chunk", "rb").read()
-if how == "deleted":
-    s3.delete_object(Bucket=bucket, Key=key)
-elif how == "shortened":
-    s3.put_object(Bucket=bucket, Key=key, Body=body[:len(body) // 2])
-elif how == "replaced":
-    s3.put_object(Bucket=bucket, Key=key, Body=bytes(255 - b for b in body))
-PYEOF
+    local url=$1 how=$2
+    local bucket=${url#s3://}
+    local key=${bucket#*/}/0.chunk
+    bucket=${bucket%%/*}
+    case $how in
+    deleted) "$PY" "$peer" delete "$bucket" "$key" ;;
+    shortened)
+        head -c $(($(stat -c %s s/0.chunk) / 2)) s/0.chunk > short
+        "$PY" "$peer" put "$bucket" "$key" short ;;
+    replaced)
+        LC_ALL=C tr '\000-\377' '\001-\377\000' < s/0.chunk > changed
+        "$PY" "$peer" put "$bucket" "$key" changed ;;
+    esac
 }
 
 # verify_changed URL HOW: zr verify URL, its object changed once it has
 # opened the store; its status to rc, its stdout and stderr to out, err.
+# The tracer's log says when zr has entered the stop (not just a stop of
+# the tracer's own at a system call): only then is it changed and let go.
 verify_changed() {
-    strace -qq -o /dev/null -e trace=ioctl -e inject=ioctl:signal=SIGSTOP:when=1 \
+    rm -f trace
+    strace -qq -o trace -e trace=ioctl -e inject=ioctl:signal=SIGSTOP:when=1 \
         "${run_zr[@]}" verify "$1" > out 2> err &
-    local tracer=$! pid="" state="" i
+    local tracer=$! pid="" i
     for i in $(seq 300); do
-        pid=$(pgrep -P "$tracer" || true)
-        [ -n "$pid" ] && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-        [ "$state" = t ] || [ "$state" = T ] && break
+        grep -q "stopped by SIGSTOP" trace 2>/dev/null && break
+        kill -0 "$tracer" 2>/dev/null || break
         sleep 0.1
     done
-    [ "$state" = t ] || [ "$state" = T ] || fail "zr verify $1 never reached its scan"
+    grep -q "stopped by SIGSTOP" trace 2>/dev/null || fail "zr verify $1 never reached its scan"
+    pid=$(pgrep -P "$tracer") || fail "zr verify $1 is not running under the tracer"
     change "$1" "$2"
     kill -CONT "$pid"
     rc=0
