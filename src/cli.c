@@ -321,6 +321,36 @@ int cli_pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path)
     return EXIT_OK;
 }
 
+/* Where an existing OUT is a FIFO or a character device, the output is
+ * written into it as cp would: renaming a temporary file over it would
+ * replace the device itself (run as root, /dev/full became a plain file).
+ * A symlink is followed, so the file it names is the one replaced. */
+static int out_open_stream(struct cli_out *o, const char *path, const struct stat *st)
+{
+    if (S_ISDIR(st->st_mode))
+        return cli_fail("%s is a directory; name the .npy file to write", path);
+    if (!S_ISCHR(st->st_mode) && !S_ISFIFO(st->st_mode))
+        return cli_fail("%s is a %s; only a regular file, a FIFO or a character device "
+                        "can be written",
+                        path, S_ISBLK(st->st_mode) ? "block device" : "socket or special file");
+    o->path = strdup(path);
+    if (!o->path)
+        return cli_fail("out of memory");
+    o->fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (o->fd < 0) {
+        int e = errno;
+        free(o->path);
+        *o = (struct cli_out){.fd = -1};
+        return cli_fail("%s: %s", path, strerror(e));
+    }
+    struct stat now;
+    if (fstat(o->fd, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+        cli_out_abort(o);
+        return cli_fail("%s changed while it was opened", path);
+    }
+    return EXIT_OK;
+}
+
 int cli_out_open(struct cli_out *o, const char *path)
 {
     *o = (struct cli_out){.fd = -1};
@@ -328,14 +358,35 @@ int cli_out_open(struct cli_out *o, const char *path)
         o->fd = STDOUT_FILENO;
         return EXIT_OK;
     }
-    size_t n = strlen(path) + 16;
-    o->path = strdup(path);
+    struct stat st;
+    char *target = NULL;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return cli_fail("%s: %s", path, strerror(errno));
+        st.st_mode = S_IFREG; /* nothing there yet: a new file */
+    } else if (S_ISLNK(st.st_mode)) {
+        target = realpath(path, NULL);
+        if (!target || stat(target, &st) != 0) {
+            int e = errno;
+            free(target);
+            return cli_fail("%s is a symlink whose target cannot be reached: %s", path,
+                            strerror(e));
+        }
+    }
+    if (!S_ISREG(st.st_mode)) {
+        int rc = out_open_stream(o, target ? target : path, &st);
+        free(target);
+        return rc;
+    }
+    const char *dest = target ? target : path;
+    size_t n = strlen(dest) + 16;
+    o->path = target ? target : strdup(path);
     o->tmp = malloc(n);
     if (!o->path || !o->tmp) {
         cli_out_abort(o);
         return cli_fail("out of memory");
     }
-    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+    snprintf(o->tmp, n, "%s.tmp-XXXXXX", dest);
     o->fd = mkostemp(o->tmp, O_CLOEXEC);
     if (o->fd < 0) {
         int e = errno;
@@ -356,12 +407,14 @@ int cli_out_commit(struct cli_out *o)
     int rc = EXIT_OK;
     if (!o->path)
         return EXIT_OK;
-    if (fsync(o->fd) != 0)
+    /* A FIFO or a device has nothing to make durable, and no name to
+     * rename: its close is the end of the output. */
+    if (o->tmp && fsync(o->fd) != 0)
         rc = cli_fail("%s: %s", o->path, strerror(errno));
     if (close(o->fd) != 0 && rc == EXIT_OK)
         rc = cli_fail("%s: %s", o->path, strerror(errno));
     o->fd = -1;
-    if (rc == EXIT_OK && rename(o->tmp, o->path) != 0)
+    if (rc == EXIT_OK && o->tmp && rename(o->tmp, o->path) != 0)
         rc = cli_fail("%s: %s", o->path, strerror(errno));
     if (rc != EXIT_OK) {
         cli_out_abort(o);

@@ -105,7 +105,9 @@ int cli_pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path)
 
 /* An output file written under a temporary name and renamed into place
  * when complete, so a failure never leaves a partial file (or clobbers an
- * existing one). "-" means stdout. */
+ * existing one). "-" means stdout; a FIFO or character device is written
+ * into, a symlink is followed, and nothing else but a regular file is
+ * ever replaced. */
 struct cli_out {
     int fd;
     char *path; /* NULL for stdout */

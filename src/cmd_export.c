@@ -90,7 +90,8 @@ const struct cli_cmd cmd_export = {
     "Write a Dense store, or a range of its records, to an .npy file",
     "OUT.npy ('-' for stdout) holds an array of shape (records, *item_shape) that\n"
     "numpy.load reads back. It is written under a temporary name and renamed when\n"
-    "complete. A Ragged store cannot be one array: use 'zr cat --npy' instead.\n"
+    "complete; a symlink is followed, and a FIFO or character device is written\n"
+    "into. A Ragged store cannot be one array: use 'zr cat --npy' instead.\n"
     "\n"
     "Options:\n"
     "  -r, --range A:B   only records A..B-1 (A defaults to 0, B to the length)\n"
