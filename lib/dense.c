@@ -42,9 +42,10 @@ static int check_identity_args(const char *dtype, const uint64_t *shape, uint32_
 ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
                            const uint64_t *item_shape, uint32_t ndim, const zr_create_opts *opts)
 {
+    if (out)
+        *out = NULL;
     if (!out || !path)
         return zr_err(ZR_EINVAL, "zr_dense_create: NULL argument");
-    *out = NULL;
     struct zr_identity id;
     zr_create_opts o;
     int rc = check_identity_args(dtype, item_shape, ndim, &id);

@@ -96,6 +96,10 @@ struct zr_loader {
     atomic_bool stop;
     uint64_t next_step;  /* the step zr_loader_next hands out next */
     uint64_t claim_step; /* the step the next idle worker claims */
+    /* Step UINT64_MAX is the last: neither counter may wrap to step 0. */
+    bool claimed_last;   /* a worker has claimed step UINT64_MAX */
+    bool handed_last;    /* zr_loader_next has handed it out */
+    bool in_next;        /* a thread is inside zr_loader_next */
     struct entry *ring;
     struct slot *free_slots;
     struct slot *all_slots;
@@ -295,11 +299,16 @@ static void *worker_main(void *arg)
     worker_of = ld;
     pthread_mutex_lock(&ld->lock);
     for (;;) {
-        while (!atomic_load(&ld->stop) && ld->claim_step - ld->next_step >= ld->depth)
+        while (!atomic_load(&ld->stop) &&
+               (ld->claimed_last || ld->claim_step - ld->next_step >= ld->depth))
             pthread_cond_wait(&ld->work_cv, &ld->lock);
         if (atomic_load(&ld->stop))
             break;
-        uint64_t step = ld->claim_step++;
+        uint64_t step = ld->claim_step;
+        if (step == UINT64_MAX)
+            ld->claimed_last = true;
+        else
+            ld->claim_step++;
         struct entry *e = &ld->ring[(step - ld->start_step) % ld->depth];
         e->state = ENTRY_BUSY;
         e->step = step;
@@ -352,9 +361,10 @@ static int check_streams(zr_store *const *stores, const char *const *names, size
 ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char *const *names,
                             size_t nstreams, const zr_loader_opts *opts)
 {
+    if (out)
+        *out = NULL;
     if (!out || !opts)
         return zr_err(ZR_EINVAL, "zr_loader_create: NULL argument");
-    *out = NULL;
     zr_loader_opts o = ZR_LOADER_OPTS_INIT;
     int rc = zr_abi_read(&o, sizeof o, opts, ZR_ABI_MIN(zr_loader_opts, mode), "zr_loader_opts");
     if (rc != 0)
@@ -433,14 +443,28 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
 
 ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out)
 {
+    if (out)
+        *out = NULL;
     if (!ld || !out)
         return zr_err(ZR_EINVAL, "zr_loader_next: NULL argument");
-    *out = NULL;
     if (worker_of == ld)
         return zr_err(ZR_EINVAL, "zr_loader_next: called from the loader's own transform, "
                                  "which would wait for itself");
     char msg[MSG_MAX];
     pthread_mutex_lock(&ld->lock);
+    /* A second caller would wait for the step the first one takes, and
+     * then for an entry no worker fills: forever. */
+    if (ld->in_next) {
+        pthread_mutex_unlock(&ld->lock);
+        return zr_err(ZR_EBUSY, "zr_loader_next: another thread is already in it on this "
+                                "loader; one caller at a time");
+    }
+    if (ld->handed_last) {
+        pthread_mutex_unlock(&ld->lock);
+        return zr_err(ZR_ERANGE, "zr_loader_next: step %llu was the last step a loader has",
+                      (unsigned long long)UINT64_MAX);
+    }
+    ld->in_next = true;
     uint64_t step = ld->next_step;
     struct entry *e = &ld->ring[(step - ld->start_step) % ld->depth];
     while (!(e->state == ENTRY_READY && e->step == step))
@@ -458,7 +482,11 @@ ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out)
     }
     e->state = ENTRY_EMPTY;
     e->slot = NULL;
-    ld->next_step++;
+    if (step == UINT64_MAX)
+        ld->handed_last = true;
+    else
+        ld->next_step++;
+    ld->in_next = false;
     pthread_cond_broadcast(&ld->work_cv);
     pthread_mutex_unlock(&ld->lock);
     if (rc != 0) {

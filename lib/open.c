@@ -400,9 +400,10 @@ int zr_recover(zr_store *s)
 ZR_API int zr_open(zr_store **out, const char *path, int mode)
 {
     int access = mode & ~ZR_NOMAP;
+    if (out)
+        *out = NULL;
     if (!out || !path || (access != ZR_RDONLY && access != ZR_RDWR))
         return zr_err(ZR_EINVAL, "zr_open: bad arguments");
-    *out = NULL;
     if (!path[0])
         return zr_err(ZR_EINVAL, "zr_open: the store path is empty");
     zr_store *s = zr_store_alloc(path, access == ZR_RDWR);

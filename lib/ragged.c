@@ -17,9 +17,10 @@
 ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
                             const zr_create_opts *opts)
 {
+    if (out)
+        *out = NULL;
     if (!out || !path)
         return zr_err(ZR_EINVAL, "zr_ragged_create: NULL argument");
-    *out = NULL;
     int64_t itemsize = zr_dtype_parse(dtype);
     if (itemsize <= 0)
         return zr_err(ZR_EINVAL, "'%s' is not a supported dtype", dtype ? dtype : "(null)");
@@ -338,15 +339,16 @@ ZR_API int zr_ragged_densify(const zr_view *recs, size_t n, uint64_t itemsize, i
 {
     if (!out)
         return zr_err(ZR_EINVAL, "zr_ragged_densify: NULL out");
+    *out = NULL;
     zr_ragged_dense *d;
     uint64_t row_bytes;
     int rc = dense_meta(recs, n, itemsize, layout, rows, &d, &row_bytes);
     if (rc != 0)
         return rc;
     if (!(d->data = zr_malloc(d->nbytes ? (size_t)d->nbytes : 1))) {
+        unsigned long long nbytes = d->nbytes; /* d is gone once freed */
         zr_ragged_dense_free(d);
-        return zr_err(ZR_ENOMEM, "allocating a dense batch of %llu bytes",
-                      (unsigned long long)d->nbytes);
+        return zr_err(ZR_ENOMEM, "allocating a dense batch of %llu bytes", nbytes);
     }
     uint8_t *dst = d->data;
     uint64_t width = layout == ZR_PADDED ? d->shape[1] : 0;
@@ -508,9 +510,10 @@ done:
 ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
                                   uint64_t rows, const void *pad, zr_ragged_dense **out)
 {
+    if (out)
+        *out = NULL;
     if (!out || !s)
         return zr_err(ZR_EINVAL, "zr_gather_ragged_dense: NULL argument");
-    *out = NULL;
     if (s->id.kind != ZR_RAGGED)
         return zr_err(ZR_EKIND, "%s is a Dense store: its batches are dense already", s->path);
     if ((layout == ZR_PACKED || layout == ZR_PACKED_FLAT) && rows == 0 && (n == 0 || idx)) {

@@ -414,9 +414,10 @@ ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *pub, size_t k
 
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
 {
+    if (out)
+        *out = NULL;
     if (!s || !out)
         return zr_err(ZR_EINVAL, "zr_verify: NULL argument");
-    *out = NULL;
     struct scan c = {.s = s, .len = zr_len(s)};
     c.r = zr_calloc(1, sizeof *c.r);
     if (c.r) {

@@ -497,8 +497,34 @@ START_TEST(bad_creation_arguments_are_refused)
     ZR_FAIL_CALL(zr_dense_create(&s, NULL, "<f4", NULL, 0, NULL), ZR_EINVAL);
     ZR_FAIL_CALL(zr_dense_create(NULL, path, "<f4", NULL, 0, NULL), ZR_EINVAL);
     ck_assert_int_eq(zt_file_size(path), -1);
+    /* Every failing constructor leaves *out NULL, whatever it held, and
+     * whichever argument it refuses first. */
+    const char *dt = "<f4";
+    zr_store *const junk = (zr_store *)&s;
+    s = junk;
     ZR_FAIL_CALL(zr_open(&s, path, 7), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+    s = junk;
     ZR_FAIL_CALL(zr_open(&s, NULL, ZR_RDONLY), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+    s = junk;
+    ZR_FAIL_CALL(zr_dense_create(&s, NULL, dt, NULL, 0, NULL), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+    s = junk;
+    ZR_FAIL_CALL(zr_ragged_create(&s, NULL, dt, NULL), ZR_EINVAL);
+    ck_assert_ptr_null(s);
+    zr_loader *ld = (zr_loader *)&s;
+    ZR_FAIL_CALL(zr_loader_create(&ld, NULL, NULL, 0, NULL), ZR_EINVAL);
+    ck_assert_ptr_null(ld);
+    zr_batch *b = (zr_batch *)&s;
+    ZR_FAIL_CALL(zr_loader_next(NULL, &b), ZR_EINVAL);
+    ck_assert_ptr_null(b);
+    zr_verify_report *rep = (zr_verify_report *)&s;
+    ZR_FAIL_CALL(zr_verify(NULL, &rep), ZR_EINVAL);
+    ck_assert_ptr_null(rep);
+    zr_ragged_dense *d = (zr_ragged_dense *)&s;
+    ZR_FAIL_CALL(zr_gather_ragged_dense(NULL, NULL, 0, ZR_PADDED, 0, NULL, &d), ZR_EINVAL);
+    ck_assert_ptr_null(d);
     free(path);
 }
 END_TEST

@@ -235,6 +235,106 @@ START_TEST(start_step_resumes_exactly_where_a_run_stood)
 }
 END_TEST
 
+/* Step UINT64_MAX is handed out, with the sampler's indices for it, and
+ * is the last: the next call is refused instead of wrapping to step 0. */
+START_TEST(the_last_step_is_uint64_max_and_nothing_wraps)
+{
+    struct fixture f;
+    setup(&f);
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_IID, .batch = 8, .seed = 3,
+                        .start_step = UINT64_MAX - 2, .depth = 3, .threads = 2};
+    zr_loader *ld = open_loader(&f, &o);
+    for (uint64_t s = UINT64_MAX - 2;; s++) {
+        zr_batch *b;
+        ZR_OK_CALL(zr_loader_next(ld, &b));
+        ck_assert_uint_eq(b->step, s);
+        check_batch(b, zr_loader_sampler(ld));
+        zr_batch_release(b);
+        if (s == UINT64_MAX)
+            break;
+    }
+    zr_batch *b = (zr_batch *)&f;
+    ck_assert_int_eq(zr_loader_next(ld, &b), ZR_ERANGE);
+    ck_assert_ptr_null(b);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "last step"));
+    ck_assert_uint_eq(zr_loader_step(ld), UINT64_MAX);
+    zr_loader_destroy(ld);
+    teardown(&f);
+}
+END_TEST
+
+/* A transform that holds every step until a caller opens the gate: the
+ * first caller of zr_loader_next waits inside it for as long as the gate
+ * is shut. */
+struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool open;
+    zr_loader *ld;
+    int rc[2];
+    uint64_t step[2];
+};
+
+static int tx_gate(zr_batch *b, void *user)
+{
+    (void)b;
+    struct gate *g = user;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+}
+
+static void gate_next(struct gate *g, int k)
+{
+    zr_batch *b;
+    g->rc[k] = zr_loader_next(g->ld, &b);
+    g->step[k] = b ? b->step : UINT64_MAX;
+    zr_batch_release(b);
+    /* Only the caller refused can open the gate: the one waiting in the
+     * loader cannot, so on a loader that let both in, neither returns. */
+    if (g->rc[k] == ZR_EBUSY) {
+        pthread_mutex_lock(&g->lock);
+        g->open = true;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->lock);
+    }
+}
+
+static void *gate_thread(void *arg)
+{
+    gate_next(arg, 1);
+    return NULL;
+}
+
+START_TEST(a_second_caller_of_next_gets_ebusy)
+{
+    struct fixture f;
+    setup(&f);
+    struct gate g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    zr_loader_opts o = {.size = sizeof(zr_loader_opts), .mode = ZR_SEQUENTIAL, .batch = 4,
+                        .depth = 2, .threads = 2, .transform = tx_gate, .user = &g};
+    g.ld = open_loader(&f, &o);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, gate_thread, &g), 0);
+    gate_next(&g, 0);
+    pthread_join(t, NULL);
+    /* One call was refused and took no step; the other got step 0. */
+    int busy = g.rc[0] == ZR_EBUSY ? 0 : 1;
+    ck_assert_int_eq(g.rc[busy], ZR_EBUSY);
+    ck_assert_int_eq(g.rc[1 - busy], 0);
+    ck_assert_uint_eq(g.step[1 - busy], 0);
+    zr_batch *b;
+    ZR_OK_CALL(zr_loader_next(g.ld, &b));
+    ck_assert_uint_eq(b->step, 1);
+    check_batch(b, zr_loader_sampler(g.ld));
+    zr_batch_release(b);
+    zr_loader_destroy(g.ld);
+    teardown(&f);
+}
+END_TEST
+
 /* The options' block and window reach the loader's sampler, which draws
  * what a sampler made with the same options draws. */
 START_TEST(quasi_block_and_window_reach_the_sampler)
@@ -757,6 +857,8 @@ Suite *suite_loader(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, batches_equal_direct_gathers_at_every_depth_and_thread_count);
     tcase_add_test(tc, start_step_resumes_exactly_where_a_run_stood);
+    tcase_add_test(tc, the_last_step_is_uint64_max_and_nothing_wraps);
+    tcase_add_test(tc, a_second_caller_of_next_gets_ebusy);
     tcase_add_test(tc, quasi_block_and_window_reach_the_sampler);
     tcase_add_test(tc, transform_runs_on_workers_and_edits_batches_in_place);
     tcase_add_loop_test(tc, transform_failure_surfaces_from_next, 0,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "tests/helpers.h"
 #include "tests/records.h"
@@ -483,6 +484,30 @@ START_TEST(ragged_dense_refuses_what_it_cannot_lay_out)
 }
 END_TEST
 
+/* Allocations of a GiB or more fail, as a padded batch far past memory
+ * does: the other allocations of a call go through. */
+static void *big_fails_malloc(size_t n) { return n >= ((size_t)1 << 30) ? NULL : malloc(n); }
+
+/* A batch too big to allocate is ZR_ENOMEM naming its size (read before
+ * the half-made batch is freed), and *out is NULL. */
+START_TEST(ragged_dense_that_cannot_be_allocated_is_enomem)
+{
+    int32_t vals[2] = {5, 6};
+    zr_view views[2];
+    for (int k = 0; k < 2; k++)
+        views[k] = (zr_view){.data = &vals[k], .nbytes = 4, .ndim = 1, .shape = {1}};
+    zr_ragged_dense *d = (zr_ragged_dense *)vals;
+    zr_alloc.malloc = big_fails_malloc;
+    int rc = zr_ragged_densify(views, 2, 4, ZR_PADDED, (uint64_t)1 << 28, NULL, &d);
+    zr_alloc = zr_alloc_default;
+    ck_assert_int_eq(rc, ZR_ENOMEM);
+    ck_assert_ptr_null(d);
+    char want[64];
+    snprintf(want, sizeof want, "%llu bytes", (unsigned long long)2 << 30);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), want));
+}
+END_TEST
+
 /* Scalar records are one row each, and no records make an empty batch. */
 START_TEST(ragged_dense_scalars_and_empty_batches)
 {
@@ -710,6 +735,7 @@ Suite *suite_ragged(void)
     tcase_add_test(tc, ragged_packed_batch_holds_the_records_back_to_back);
     tcase_add_test(tc, ragged_dense_refuses_what_it_cannot_lay_out);
     tcase_add_test(tc, ragged_dense_scalars_and_empty_batches);
+    tcase_add_test(tc, ragged_dense_that_cannot_be_allocated_is_enomem);
     tcase_add_loop_test(tc, ragged_packed_flat_holds_records_of_any_shape, 0, 2);
     tcase_add_loop_test(tc, ragged_packed_in_place_at_its_limits, 0, 2);
     tcase_add_test(tc, ragged_packed_flat_refuses_mixed_dimensions);

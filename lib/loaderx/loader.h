@@ -257,7 +257,11 @@ ZR_API int zr_loader_create(zr_loader **out, zr_store *const *stores, const char
  * step is consumed, so the next call returns the following step. To retry
  * a failed step, create a loader with start_step set to it.
  *
- * Thread rules: one thread at a time may call zr_loader_next on a loader.
+ * Step UINT64_MAX is the last: the call after it returns ZR_ERANGE (and
+ * zr_loader_step stays at UINT64_MAX).
+ *
+ * Thread rules: one thread at a time may call zr_loader_next on a loader;
+ * a second thread that calls it while the first waits gets ZR_EBUSY.
  */
 ZR_API int zr_loader_next(zr_loader *ld, zr_batch **out);
 
