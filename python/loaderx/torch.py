@@ -54,12 +54,25 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from . import _lib
 from .dataloader import DataLoader, _dense_columns, _layouts, _saved_step
 from .errors import invalid
 from .zrecord import _Store, _absolute, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["StreamDataset", "StepLoader"]
+
+# Steps are below 2**63, the bound of load_state_dict().
+_STEP_BOUND = 2**63
+
+
+def _integer(name, v, low, high):
+    """v as an int, checked to be in [low, high], or an error naming it."""
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) \
+            or not low <= v <= high:
+        raise invalid(f"{name} must be an integer in [{low}, {high}], not "
+                      f"{v!r}")
+    return int(v)
 
 
 def _distributed():
@@ -123,8 +136,13 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._paths = paths
         self._mmap = bool(mmap)
         self._transform = transform
-        self._prefetch = prefetch
-        self._threads = threads
+        # Used only with num_workers=0, but checked here, under their own
+        # names, rather than as the loaderx DataLoader's in the first
+        # iteration.
+        self._prefetch = _integer("prefetch", prefetch, 1,
+                                  _lib.ZR_LOADER_MAX_DEPTH)
+        self._threads = _integer("threads", threads, 1,
+                                 _lib.ZR_LOADER_MAX_THREADS)
         # Open the stores once here: it checks the paths, the lengths and
         # the sampling parameters before any worker starts, and the
         # sampler gives the steps of a cycle.
@@ -164,12 +182,12 @@ class StreamDataset(torch.utils.data.IterableDataset):
 
     def set_epoch(self, epoch):
         """Make the next iteration epoch ``epoch``: the steps [epoch *
-        len(self), (epoch + 1) * len(self)). A resume point that
-        load_state_dict set in another epoch is dropped."""
-        if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) \
-                or epoch < 0:
-            raise invalid(f"an epoch is a non-negative integer, not {epoch!r}")
-        epoch = int(epoch)
+        len(self), (epoch + 1) * len(self)), which must stay below 2**63.
+        A resume point that load_state_dict set in another epoch is
+        dropped."""
+        # The epoch's steps, and the step after them that state_dict() then
+        # gives, are below the bound that load_state_dict() takes back.
+        epoch = _integer("epoch", epoch, 0, (_STEP_BOUND - 1) // self._len - 1)
         if self._resume is not None and self._resume // self._len != epoch:
             self._resume = None
         self._epoch = epoch
@@ -203,7 +221,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         """Start the next iteration at the saved step, in its epoch. The
         state must come from the same sampling (seed, mode, batch size,
         world, number of records); any rank's state will do."""
-        step = _saved_step(state, self.state_dict(), "StreamDataset", "dataset", 2**63)
+        step = _saved_step(state, self.state_dict(), "StreamDataset",
+                           "dataset", _STEP_BOUND)
         self._epoch = step // self._len
         self._resume = step
         self._position = step

@@ -149,6 +149,43 @@ def test_bad_arguments_raise(paths):
         StepLoader(torch.utils.data.TensorDataset(torch.zeros(3)))
 
 
+def test_numeric_arguments_are_checked_at_the_call_by_name(paths):
+    for kw, name in ((dict(threads=-1), "threads"),
+                     (dict(threads=0), "threads"),
+                     (dict(threads=1.5), "threads"),
+                     (dict(threads=True), "threads"),
+                     (dict(threads=10**6), "threads"),
+                     (dict(prefetch=0), "prefetch"),
+                     (dict(prefetch=-1), "prefetch"),
+                     (dict(prefetch=2**64), "prefetch"),
+                     (dict(prefetch="2"), "prefetch"),
+                     (dict(batch_size=0), "batch_size=0"),
+                     (dict(batch_size=1.5), "batch_size"),
+                     (dict(seed=-1), "seed"), (dict(seed=2**64), "seed"),
+                     (dict(rank=-1, world=2), "rank=-1"),
+                     (dict(rank=2, world=2), "rank=2"),
+                     (dict(rank=0, world=0), "world=0"),
+                     (dict(rank=0.0, world=1), "rank")):
+        kw = dict({"batch_size": B}, **kw)
+        with pytest.raises(InvalidArgumentError, match=name):
+            StreamDataset({"ids": "ids"}, **kw)
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=2)
+    last = (2**63 - 1) // STEPS - 1
+    for epoch in (-1, 1.5, True, "1", 2**64, 2**63, last + 1):
+        with pytest.raises(InvalidArgumentError, match="epoch"):
+            ds.set_epoch(epoch)
+    assert ds.epoch == 0
+    # The last epoch accepted is read, and the state after it loads.
+    ds.set_epoch(np.uint64(last))
+    got = [b["ids"] for b in StepLoader(ds)]
+    assert len(got) == STEPS
+    np.testing.assert_array_equal(
+        got[-1], Sampler(N, B, "cyclic", seed=2).batch((last + 1) * STEPS - 1))
+    again = StreamDataset({"ids": "ids"}, batch_size=B, seed=2)
+    again.load_state_dict(ds.state_dict())
+    assert again.state_dict()["step"] == (last + 1) * STEPS
+
+
 class _InheritedLoader(torch.utils.data.IterableDataset):
     """The mistake the fork check is for: a loaderx DataLoader made in the
     training process and read in torch's worker processes."""
