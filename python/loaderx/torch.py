@@ -45,9 +45,15 @@ iterate a StepLoader (not a bare torch DataLoader) when workers are used.
 
 The dataset holds paths and parameters only, so it pickles (for the
 "spawn" start method) and forks freely; loaders and store handles are made
-where they are used.
+where they are used. Its epoch and resume point are kept in shared memory
+that torch's worker processes share with the training process, so
+set_epoch() and load_state_dict() reach workers that outlive an iteration
+(``persistent_workers=True``), with any start method. A copy pickled
+other than to start a process is independent of the original.
 """
 
+import multiprocessing.context
+import multiprocessing.sharedctypes
 import os
 
 import numpy as np
@@ -62,8 +68,12 @@ from .zsampler import Sampler, _mode
 
 __all__ = ["StreamDataset", "StepLoader"]
 
-# Steps are below 2**63, the bound of load_state_dict().
+# Steps are below 2**63, the bound of load_state_dict() and of the signed
+# shared counters.
 _STEP_BOUND = 2**63
+
+# The shared resume point when there is none.
+_NO_RESUME = -1
 
 
 def _integer(name, v, low, high):
@@ -73,6 +83,16 @@ def _integer(name, v, low, high):
         raise invalid(f"{name} must be an integer in [{low}, {high}], not "
                       f"{v!r}")
     return int(v)
+
+
+def _shared_span(epoch, resume):
+    """Shared memory for an epoch and a resume point: forked workers
+    inherit it and spawned ones receive it while they start, so either sees
+    what the training process sets after they have started."""
+    span = multiprocessing.sharedctypes.RawArray("q", 2)
+    span[0] = epoch
+    span[1] = _NO_RESUME if resume is None else resume
+    return span
 
 
 def _distributed():
@@ -172,11 +192,46 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._rank = sampler.rank
         self._world = sampler.world
         self._len = self._n // sampler.global_batch
-        self._epoch = 0
-        # A step to start the next iteration at (load_state_dict), and the
-        # next step the training process is to receive.
-        self._resume = None
+        # The epoch and a step to start the next iteration at
+        # (load_state_dict), which torch's workers read at the start of
+        # every iteration; and the next step the training process is to
+        # receive, which is the training process's alone.
+        self._span_state = _shared_span(0, None)
         self._position = 0
+
+    # The training process writes the shared state between iterations
+    # (set_epoch, load_state_dict, the end of one) and a worker reads it as
+    # one starts, so it needs no lock (which would have to be made for a
+    # start method the dataset does not know).
+    @property
+    def _epoch(self):
+        return self._span_state[0]
+
+    @_epoch.setter
+    def _epoch(self, epoch):
+        self._span_state[0] = epoch
+
+    @property
+    def _resume(self):
+        step = self._span_state[1]
+        return None if step == _NO_RESUME else step
+
+    @_resume.setter
+    def _resume(self, step):
+        self._span_state[1] = _NO_RESUME if step is None else step
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        # Shared memory goes only to a process being started, which it
+        # then shares with this one; any other copy gets memory of its own.
+        if multiprocessing.context.get_spawning_popen() is None:
+            state["_span_state"] = (self._epoch, self._resume)
+        return state
+
+    def __setstate__(self, state):
+        if isinstance(state["_span_state"], tuple):
+            state["_span_state"] = _shared_span(*state["_span_state"])
+        self.__dict__.update(state)
 
     # ---- epochs and resuming -------------------------------------------
 
@@ -184,7 +239,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         """Make the next iteration epoch ``epoch``: the steps [epoch *
         len(self), (epoch + 1) * len(self)), which must stay below 2**63.
         A resume point that load_state_dict set in another epoch is
-        dropped."""
+        dropped. Workers that torch keeps from one iteration to the next
+        (persistent_workers) take the epoch when the next one starts."""
         # The epoch's steps, and the step after them that state_dict() then
         # gives, are below the bound that load_state_dict() takes back.
         epoch = _integer("epoch", epoch, 0, (_STEP_BOUND - 1) // self._len - 1)
