@@ -45,21 +45,54 @@ iterate a StepLoader (not a bare torch DataLoader) when workers are used.
 
 The dataset holds paths and parameters only, so it pickles (for the
 "spawn" start method) and forks freely; loaders and store handles are made
-where they are used.
+where they are used. Its epoch and resume point are kept in shared memory
+that torch's worker processes share with the training process, so
+set_epoch() and load_state_dict() reach workers that outlive an iteration
+(``persistent_workers=True``), with any start method. A copy pickled
+other than to start a process is independent of the original.
 """
 
+import multiprocessing.context
+import multiprocessing.sharedctypes
 import os
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from . import _lib
 from .dataloader import DataLoader, _dense_columns, _layouts, _saved_step
 from .errors import invalid
 from .zrecord import _Store, _absolute, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["StreamDataset", "StepLoader"]
+
+# Steps are below 2**63, the bound of load_state_dict() and of the signed
+# shared counters.
+_STEP_BOUND = 2**63
+
+# The shared resume point when there is none.
+_NO_RESUME = -1
+
+
+def _integer(name, v, low, high):
+    """v as an int, checked to be in [low, high], or an error naming it."""
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) \
+            or not low <= v <= high:
+        raise invalid(f"{name} must be an integer in [{low}, {high}], not "
+                      f"{v!r}")
+    return int(v)
+
+
+def _shared_span(epoch, resume):
+    """Shared memory for an epoch and a resume point: forked workers
+    inherit it and spawned ones receive it while they start, so either sees
+    what the training process sets after they have started."""
+    span = multiprocessing.sharedctypes.RawArray("q", 2)
+    span[0] = epoch
+    span[1] = _NO_RESUME if resume is None else resume
+    return span
 
 
 def _distributed():
@@ -123,8 +156,13 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._paths = paths
         self._mmap = bool(mmap)
         self._transform = transform
-        self._prefetch = prefetch
-        self._threads = threads
+        # Used only with num_workers=0, but checked here, under their own
+        # names, rather than as the loaderx DataLoader's in the first
+        # iteration.
+        self._prefetch = _integer("prefetch", prefetch, 1,
+                                  _lib.ZR_LOADER_MAX_DEPTH)
+        self._threads = _integer("threads", threads, 1,
+                                 _lib.ZR_LOADER_MAX_THREADS)
         # Open the stores once here: it checks the paths, the lengths and
         # the sampling parameters before any worker starts, and the
         # sampler gives the steps of a cycle.
@@ -154,22 +192,58 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._rank = sampler.rank
         self._world = sampler.world
         self._len = self._n // sampler.global_batch
-        self._epoch = 0
-        # A step to start the next iteration at (load_state_dict), and the
-        # next step the training process is to receive.
-        self._resume = None
+        # The epoch and a step to start the next iteration at
+        # (load_state_dict), which torch's workers read at the start of
+        # every iteration; and the next step the training process is to
+        # receive, which is the training process's alone.
+        self._span_state = _shared_span(0, None)
         self._position = 0
+
+    # The training process writes the shared state between iterations
+    # (set_epoch, load_state_dict, the end of one) and a worker reads it as
+    # one starts, so it needs no lock (which would have to be made for a
+    # start method the dataset does not know).
+    @property
+    def _epoch(self):
+        return self._span_state[0]
+
+    @_epoch.setter
+    def _epoch(self, epoch):
+        self._span_state[0] = epoch
+
+    @property
+    def _resume(self):
+        step = self._span_state[1]
+        return None if step == _NO_RESUME else step
+
+    @_resume.setter
+    def _resume(self, step):
+        self._span_state[1] = _NO_RESUME if step is None else step
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        # Shared memory goes only to a process being started, which it
+        # then shares with this one; any other copy gets memory of its own.
+        if multiprocessing.context.get_spawning_popen() is None:
+            state["_span_state"] = (self._epoch, self._resume)
+        return state
+
+    def __setstate__(self, state):
+        if isinstance(state["_span_state"], tuple):
+            state["_span_state"] = _shared_span(*state["_span_state"])
+        self.__dict__.update(state)
 
     # ---- epochs and resuming -------------------------------------------
 
     def set_epoch(self, epoch):
         """Make the next iteration epoch ``epoch``: the steps [epoch *
-        len(self), (epoch + 1) * len(self)). A resume point that
-        load_state_dict set in another epoch is dropped."""
-        if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) \
-                or epoch < 0:
-            raise invalid(f"an epoch is a non-negative integer, not {epoch!r}")
-        epoch = int(epoch)
+        len(self), (epoch + 1) * len(self)), which must stay below 2**63.
+        A resume point that load_state_dict set in another epoch is
+        dropped. Workers that torch keeps from one iteration to the next
+        (persistent_workers) take the epoch when the next one starts."""
+        # The epoch's steps, and the step after them that state_dict() then
+        # gives, are below the bound that load_state_dict() takes back.
+        epoch = _integer("epoch", epoch, 0, (_STEP_BOUND - 1) // self._len - 1)
         if self._resume is not None and self._resume // self._len != epoch:
             self._resume = None
         self._epoch = epoch
@@ -203,7 +277,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         """Start the next iteration at the saved step, in its epoch. The
         state must come from the same sampling (seed, mode, batch size,
         world, number of records); any rank's state will do."""
-        step = _saved_step(state, self.state_dict(), "StreamDataset", "dataset", 2**63)
+        step = _saved_step(state, self.state_dict(), "StreamDataset",
+                           "dataset", _STEP_BOUND)
         self._epoch = step // self._len
         self._resume = step
         self._position = step

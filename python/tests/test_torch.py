@@ -101,6 +101,41 @@ def test_a_resumed_run_gives_the_batches_of_an_unbroken_one(paths, workers):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("kind", ["StepLoader", "DataLoader"])
+def test_persistent_workers_follow_set_epoch_and_load_state_dict(paths, kind,
+                                                                 context):
+    """Workers that torch keeps from one epoch to the next were started with
+    the dataset of epoch 0: each epoch must still be the one the training
+    process reads without workers, and a resume point must reach them."""
+    ref = StreamDataset({"ids": "ids"}, batch_size=B, seed=7)
+    want = []
+    for epoch in range(3):
+        ref.set_epoch(epoch)
+        want.append(np.stack([b["ids"].numpy() for b in StepLoader(ref)]))
+    for a in range(3):
+        for b in range(a):
+            assert not np.array_equal(want[a], want[b])
+
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=7)
+    kw = {"num_workers": 2, "persistent_workers": True,
+          "multiprocessing_context": context, "timeout": 60}
+    if kind == "StepLoader":
+        loader = StepLoader(ds, **kw)
+    else:
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, **kw)
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        got = np.stack([b["ids"].numpy() for b in loader])
+        np.testing.assert_array_equal(got, want[epoch])
+        if kind == "StepLoader":
+            assert ds.state_dict()["step"] == (epoch + 1) * STEPS
+    # Epoch 1 from its sixth step, in the same workers.
+    ds.load_state_dict(dict(ds.state_dict(), step=STEPS + 5))
+    got = np.stack([b["ids"].numpy() for b in loader])
+    np.testing.assert_array_equal(got, want[1][5:])
+
+
 def test_epochs_are_new_orders_and_a_state_of_other_sampling_is_refused(paths):
     ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=1)
     ds.set_epoch(3)
@@ -149,6 +184,43 @@ def test_bad_arguments_raise(paths):
         StepLoader(torch.utils.data.TensorDataset(torch.zeros(3)))
 
 
+def test_numeric_arguments_are_checked_at_the_call_by_name(paths):
+    for kw, name in ((dict(threads=-1), "threads"),
+                     (dict(threads=0), "threads"),
+                     (dict(threads=1.5), "threads"),
+                     (dict(threads=True), "threads"),
+                     (dict(threads=10**6), "threads"),
+                     (dict(prefetch=0), "prefetch"),
+                     (dict(prefetch=-1), "prefetch"),
+                     (dict(prefetch=2**64), "prefetch"),
+                     (dict(prefetch="2"), "prefetch"),
+                     (dict(batch_size=0), "batch_size=0"),
+                     (dict(batch_size=1.5), "batch_size"),
+                     (dict(seed=-1), "seed"), (dict(seed=2**64), "seed"),
+                     (dict(rank=-1, world=2), "rank=-1"),
+                     (dict(rank=2, world=2), "rank=2"),
+                     (dict(rank=0, world=0), "world=0"),
+                     (dict(rank=0.0, world=1), "rank")):
+        kw = dict({"batch_size": B}, **kw)
+        with pytest.raises(InvalidArgumentError, match=name):
+            StreamDataset({"ids": "ids"}, **kw)
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=2)
+    last = (2**63 - 1) // STEPS - 1
+    for epoch in (-1, 1.5, True, "1", 2**64, 2**63, last + 1):
+        with pytest.raises(InvalidArgumentError, match="epoch"):
+            ds.set_epoch(epoch)
+    assert ds.epoch == 0
+    # The last epoch accepted is read, and the state after it loads.
+    ds.set_epoch(np.uint64(last))
+    got = [b["ids"] for b in StepLoader(ds)]
+    assert len(got) == STEPS
+    np.testing.assert_array_equal(
+        got[-1], Sampler(N, B, "cyclic", seed=2).batch((last + 1) * STEPS - 1))
+    again = StreamDataset({"ids": "ids"}, batch_size=B, seed=2)
+    again.load_state_dict(ds.state_dict())
+    assert again.state_dict()["step"] == (last + 1) * STEPS
+
+
 class _InheritedLoader(torch.utils.data.IterableDataset):
     """The mistake the fork check is for: a loaderx DataLoader made in the
     training process and read in torch's worker processes."""
@@ -184,6 +256,10 @@ def test_a_dataset_pickles_as_its_paths_and_parameters(paths):
     ds.set_epoch(1)
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.epoch == 1 and len(copy) == STEPS
+    # The copy's epoch is its own: only workers share the original's.
+    copy.set_epoch(2)
+    assert ds.epoch == 1
+    copy.set_epoch(1)
     np.testing.assert_array_equal(next(iter(StepLoader(copy)))["ids"],
                                   Sampler(N, B, "cyclic", seed=4).batch(STEPS))
 
