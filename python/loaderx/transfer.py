@@ -11,10 +11,9 @@ S3 settings are the AWS tools' (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 The GIL is released while they run.
 """
 
-import os
-
 from ._lib import ZR_PULL_FORCE, ZR_PULL_MODE_DEFAULT, ZR_PUSH_FORCE, ffi, lib
 from .errors import check
+from .zrecord import _c_path
 
 __all__ = ["push", "pull"]
 
@@ -29,7 +28,7 @@ def push(path, url, force=False):
     after the upload fails; AccessDeniedError, StoreIOError for the server.
     """
     flags = ZR_PUSH_FORCE if force else 0
-    check(lib.zr_push(os.fsencode(path), os.fsencode(url), flags, ffi.NULL, ffi.NULL))
+    check(lib.zr_push(_c_path(path), _c_path(url), flags, ffi.NULL, ffi.NULL))
 
 
 def pull(url, path, force=False, mode=None):
@@ -51,5 +50,5 @@ def pull(url, path, force=False, mode=None):
             mode & 0o600 != 0o600:
         raise ValueError("mode %r is not a file mode of 0o600 to 0o777 that lets the "
                          "owner read and write" % (mode,))
-    check(lib.zr_pull_mode(os.fsencode(url), os.fsencode(path), flags, mode, ffi.NULL,
+    check(lib.zr_pull_mode(_c_path(url), _c_path(path), flags, mode, ffi.NULL,
                            ffi.NULL))

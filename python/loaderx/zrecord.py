@@ -34,6 +34,10 @@ closing a store that another thread is reading, or that a live DataLoader
 reads, raises StoreBusyError instead of pulling the handle away; delete and
 compact, which the library requires to have the handle to themselves,
 refuse to run while anything else uses it.
+
+Paths are taken as open() takes them (str, bytes or os.PathLike) and go to
+the library as os.fsencode gives them, so that a name that is not UTF-8
+round-trips; one with an embedded NUL, which C would cut short, is refused.
 """
 
 import collections
@@ -186,6 +190,15 @@ def _create_opts(codec, dict_bytes):
     return opts, keep
 
 
+def _c_path(path):
+    """path (str, bytes or os.PathLike) as the bytes a C call takes."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        # C would stop at the NUL and act on another path than the one given.
+        raise invalid(f"{os.fsdecode(b)!r}: embedded null byte in a path")
+    return b
+
+
 def _absolute(path):
     """A store path made absolute; an s3:// address is one already."""
     path = os.fsdecode(path)
@@ -217,7 +230,7 @@ class _Store:
         self._active = 0
         self._pins = 0
         self._exclusive = False
-        self._path = ffi.string(lib.zr_path(ptr)).decode()
+        self._path = os.fsdecode(ffi.string(lib.zr_path(ptr)))
         self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
         self._writable = bool(lib.zr_writable(ptr))
@@ -255,12 +268,13 @@ class _Store:
         64 KiB or more are read with pread either way.
         """
         out = ffi.new("zr_store **")
+        path_c = _c_path(path)
         if readonly is None:
-            readonly = os.fsdecode(path).startswith("s3://")
+            readonly = path_c.startswith(b"s3://")
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
         if not mmap:
             mode |= _lib.ZR_NOMAP
-        rc = lib.zr_open(out, os.fsencode(path), mode)
+        rc = lib.zr_open(out, path_c, mode)
         if rc == _lib.ZR_EBUSY and not readonly:
             # The usual cause is a second writable open of a store that a
             # DataLoader, a torch worker or zrecordfs already reads; say
@@ -275,7 +289,8 @@ class _Store:
         if cls._kind is not None and kind != cls._kind:
             lib.zr_close(ptr)
             other = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
-            raise invalid(f"{os.fspath(path)} holds a {other._kind_name} store; "
+            raise invalid(f"{os.fsdecode(path_c)} holds a "
+                          f"{other._kind_name} store; "
                           f"open it with {other.__name__}", StoreKindError)
         if cls._kind is None:
             cls = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
@@ -596,8 +611,9 @@ class _Store:
             for k in range(rep.nlisted):
                 p = lib.zr_verify_problem(rep, k)
                 entry = None if p.entry == 2**64 - 1 else int(p.entry)
-                problems.append((ffi.string(p.file).decode(), entry,
-                                 ffi.string(p.what).decode()))
+                problems.append((os.fsdecode(ffi.string(p.file)), entry,
+                                 ffi.string(p.what).decode("utf-8",
+                                                           "replace")))
             return {"ok": rc == 0,
                     "records_checked": int(rep.records_checked),
                     "problems": problems}
@@ -683,7 +699,7 @@ class DenseStore(_Store):
         # keep holds the dictionary's buffer until the call has returned.
         opts, keep = _create_opts(codec, dict_bytes)
         out = ffi.new("zr_store **")
-        check(lib.zr_dense_create(out, os.fsencode(path), dt.str.encode(),
+        check(lib.zr_dense_create(out, _c_path(path), dt.str.encode(),
                                   _shape_array(shape), len(shape), opts))
         del keep
         return cls(out[0])
@@ -783,7 +799,7 @@ class RaggedStore(_Store):
         # keep holds the dictionary's buffer until the call has returned.
         opts, keep = _create_opts(codec, dict_bytes)
         out = ffi.new("zr_store **")
-        check(lib.zr_ragged_create(out, os.fsencode(path), dt.str.encode(),
+        check(lib.zr_ragged_create(out, _c_path(path), dt.str.encode(),
                                    opts))
         del keep
         return cls(out[0])

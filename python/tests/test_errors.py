@@ -2,14 +2,18 @@
 message, and bad appends are refused before anything is written."""
 
 import os
+import pathlib
+import threading
 
 import numpy as np
 import pytest
 
 import loaderx
-from loaderx import (CorruptStoreError, DtypeMismatchError, EmptyRecordError,
-                     InvalidArgumentError, ShapeMismatchError, StoreBusyError,
-                     StoreError, StoreExistsError, StoreNotFoundError)
+from loaderx import (CorruptStoreError, DataLoader, DtypeMismatchError,
+                     EmptyRecordError, IndexOutOfRangeError,
+                     InvalidArgumentError, InvalidIndexError,
+                     ShapeMismatchError, StoreBusyError, StoreError,
+                     StoreExistsError, StoreNotFoundError)
 from loaderx.errors import error_from_code
 from loaderx.zrecord import DenseStore, RaggedStore
 
@@ -154,3 +158,45 @@ def test_train_dict_refuses_bad_input():
         train_dict(np.zeros((0, 10), np.uint8))
     with pytest.raises(loaderx.CodecError):
         train_dict([b"ab", b"cd"])
+
+
+# ---- paths cross into C as open() takes them --------------------------------
+
+def test_path_with_an_embedded_nul_is_refused_as_open_refuses_it():
+    bad = os.path.join(os.getcwd(), "victim\0/../other")
+    # The expectation is Python's own: open() refuses such a path with
+    # ValueError before touching the file system.
+    with pytest.raises(ValueError):
+        open(bad, "wb")
+    for call in (lambda: DenseStore.create(bad, np.int8),
+                 lambda: DenseStore.create(os.fsencode(bad), np.int8),
+                 lambda: RaggedStore.create(bad, np.int8),
+                 lambda: DenseStore.open(bad),
+                 lambda: loaderx.open_store(bad),
+                 lambda: loaderx.push(bad, "s3://bucket/p"),
+                 lambda: loaderx.pull("s3://bucket/p", bad),
+                 lambda: loaderx.pull("s3://bucket/p\0x", "elsewhere")):
+        with pytest.raises(InvalidArgumentError, match="null byte"):
+            call()
+    assert os.listdir(".") == []
+
+
+def test_path_that_is_not_utf8_round_trips():
+    name = os.fsencode(os.getcwd()) + b"/caf\xe9"
+    with DenseStore.create(name, np.int16, (2,)) as ds:
+        ds.append(np.arange(6, dtype=np.int16).reshape(3, 2))
+        # The path comes back as os.fsdecode gives it, which os accepts.
+        assert ds.path == os.fsdecode(name)
+        assert os.path.isdir(ds.path)
+        assert ds.verify()["ok"]
+    assert os.listdir(b".") == [b"caf\xe9"]
+    for p in (name, os.fsdecode(name), pathlib.Path(os.fsdecode(name))):
+        with DenseStore.open(p, readonly=True) as ds:
+            assert ds[:].tolist() == [[0, 1], [2, 3], [4, 5]]
+    with RaggedStore.create(os.fsencode(os.getcwd()) + b"/r\xff", np.uint8):
+        pass
+    with loaderx.open_store(b"r\xff") as rs:
+        assert isinstance(rs, RaggedStore) and len(rs) == 0
+    loader = DataLoader({"x": name}, batch_size=3)
+    assert next(loader)["x"].shape == (3, 2)
+    loader.close()
