@@ -587,7 +587,7 @@ class DataLoader:
         h = self._handle
         h.check_process()
         with h.next_lock:
-            if h.ptr is None:
+            if h.ptr is None or h.closing:
                 raise invalid("the DataLoader is closed")
             return int(lib.zr_loader_step(h.ptr))
 
@@ -621,8 +621,11 @@ class DataLoader:
         would make its step mean other records (so do another QUASI
         block or window, when the state records them). The rank is not checked:
         every rank stands at the same step, so the state one rank saved
-        serves them all. Batches already taken stay valid.
+        serves them all. Batches already taken stay valid. A closed loader
+        stays closed: it raises InvalidArgumentError.
         """
+        if self.closed:
+            raise invalid("the DataLoader is closed")
         step = _saved_step(state, self.state_dict(), "DataLoader", "loader", 2**64)
         old = self._handle
         prefetch, workers, transform, ragged, pad, length = self._remake
@@ -654,7 +657,7 @@ class DataLoader:
         h = self._handle
         h.check_process()
         with h.next_lock:
-            if h.ptr is None:
+            if h.ptr is None or h.closing:
                 raise invalid("the DataLoader is closed")
             # The loader's index space is the streams' length when it was
             # created, whatever was appended since.

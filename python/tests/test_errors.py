@@ -200,3 +200,56 @@ def test_path_that_is_not_utf8_round_trips():
     loader = DataLoader({"x": name}, batch_size=3)
     assert next(loader)["x"].shape == (3, 2)
     loader.close()
+
+
+# ---- closed objects stay closed ----------------------------------------------
+
+def test_closed_loader_stays_closed():
+    with DenseStore.create("d", np.int32) as ds:
+        ds.append(np.arange(20, dtype=np.int32))
+    ds = DenseStore.open("d", readonly=True)
+    loader = DataLoader({"d": ds}, batch_size=4)
+    held = next(loader)
+    state = loader.state_dict()
+    loader.close()
+    loader.close()
+    assert loader.closed
+    # A held batch keeps the loader's buffers, not the loader, alive.
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        loader.load_state_dict(state)
+    assert loader.closed
+    for use in (lambda: next(loader), lambda: loader.step,
+                lambda: loader.sampler, lambda: loader.state_dict()):
+        with pytest.raises(InvalidArgumentError, match="closed"):
+            use()
+    assert held["d"].shape == (4,)
+    del held
+    loader.close()
+    # Nothing reads the store any more: it closes.
+    ds.close()
+    ds.close()
+
+
+def test_closed_store_refuses_every_use():
+    from loaderx.utils import train_dict
+    with DenseStore.create("d", np.int8) as ds:
+        ds.append(np.arange(4, dtype=np.int8))
+    with RaggedStore.create("r", np.int8) as rs:
+        rs.append([np.arange(3, dtype=np.int8)])
+    for s in (ds, rs):
+        s.close()
+        assert s.closed and "closed" in repr(s)
+        for use in (lambda: len(s), lambda: s[0], lambda: s[[0]],
+                    lambda: list(s), lambda: s.delete(0), lambda: s.compact(),
+                    lambda: s.stats(), lambda: s.verify(), lambda: s.sync(),
+                    lambda: train_dict(s),
+                    lambda: DataLoader({"x": s}, batch_size=1)):
+            with pytest.raises(InvalidArgumentError, match="closed"):
+                use()
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        ds.append(np.arange(2, dtype=np.int8))
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        rs.append([np.arange(2, dtype=np.int8)])
+    for use in (lambda: rs.padded([0]), lambda: rs.packed([0])):
+        with pytest.raises(InvalidArgumentError, match="closed"):
+            use()
