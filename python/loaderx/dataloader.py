@@ -539,6 +539,8 @@ class DataLoader:
             raise invalid(f"workers must be in [1, {_lib.ZR_LOADER_MAX_THREADS}]")
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
+        if rank >= world:
+            raise invalid(f"rank must be in [0, world={world}), not {rank}")
         mode = _mode(mode)
         block, window = _quasi_params(mode, block, window)
         layouts = _layouts(names, stores, ragged, pad, length)

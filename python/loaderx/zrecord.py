@@ -480,7 +480,22 @@ class _Store:
                           InvalidIndexError) from e
         if a.ndim == 0 and a.dtype.kind in "iu":
             return self._select(int(a), n)
-        if a.size == 0 and a.dtype.kind not in "iub":
+        if a.dtype == object and a.size and all(
+                isinstance(i, (int, np.integer))
+                and not isinstance(i, (bool, np.bool_)) for i in a.flat):
+            # Integers beyond int64 and uint64 make an object array: any
+            # such index is out of range, and so reported.
+            for i in a.flat:
+                if not -n <= i < n:
+                    raise invalid(f"index {int(i)} is out of range for a "
+                                  f"store of {n} records",
+                                  IndexOutOfRangeError)
+            a = a.astype(np.int64)
+        if a.size == 0 and a.dtype.kind == "f" and \
+                not isinstance(key, np.ndarray):
+            # An empty list or tuple comes out of NumPy as float64; an
+            # empty array of another type than integers or booleans is
+            # refused below, as a non-empty one is.
             a = a.astype(np.int64)
         if a.dtype.kind == "b":
             if a.ndim != 1 or a.shape[0] != n:
@@ -839,9 +854,10 @@ class RaggedStore(_Store):
         """
         if length is not None:
             if not isinstance(length, (int, np.integer)) or \
-                    isinstance(length, bool) or length < 1:
-                raise invalid(f"length must be a positive integer, not "
-                              f"{length!r}")
+                    isinstance(length, (bool, np.bool_)) or \
+                    not 1 <= length < 2**64:
+                raise invalid(f"length must be an integer in [1, 2**64), "
+                              f"not {length!r}")
         values, lengths, _, _ = self._dense(key, _lib.ZR_PADDED,
                                             int(length or 0), pad)
         return values, lengths

@@ -253,3 +253,69 @@ def test_closed_store_refuses_every_use():
     for use in (lambda: rs.padded([0]), lambda: rs.packed([0])):
         with pytest.raises(InvalidArgumentError, match="closed"):
             use()
+
+
+# ---- integers C cannot hold are refused at the call ---------------------------
+
+def test_huge_integers_are_refused_naming_what_they_are():
+    with DenseStore.create("d", np.int8) as ds:
+        ds.append(np.arange(10, dtype=np.int8))
+        # NumPy's own answer for an index that is out of range is IndexError.
+        with pytest.raises(IndexError):
+            np.arange(10)[[2**64]]
+        for key in ([2**64], [0, 2**64], [-2**64], (2**64, 1), [[1], [2**70]],
+                    np.array([2**64], dtype=object)):
+            with pytest.raises(IndexOutOfRangeError, match="out of range"):
+                ds[key]
+        with pytest.raises(IndexOutOfRangeError):
+            ds.delete([2**64])
+        assert len(ds) == 10
+    with RaggedStore.create("r", np.int8) as rs:
+        rs.append([np.arange(3, dtype=np.int8)])
+        with pytest.raises(IndexOutOfRangeError):
+            rs[[2**64]]
+        for length in (2**64, 2**100):
+            with pytest.raises(InvalidArgumentError, match="length"):
+                rs.padded([0], length=length)
+        assert rs.padded([0], length=5)[0].shape == (1, 5)
+    ds = DenseStore.open("d", readonly=True)
+    for kw, name in ((dict(rank=2**40, world=2), "rank"),
+                     (dict(seed=2**64), "seed"),
+                     (dict(start_step=2**64), "start_step"),
+                     (dict(batch_size=2**64), "batch_size"),
+                     (dict(prefetch=2**64), "prefetch")):
+        with pytest.raises(InvalidArgumentError, match=name):
+            DataLoader({"d": ds}, **{"batch_size": 2, **kw})
+        if name in ("prefetch", "batch_size"):
+            continue
+        with pytest.raises(InvalidArgumentError, match=name):
+            loaderx.Sampler(10, 2, **kw)
+    with pytest.raises(InvalidArgumentError, match="step"):
+        loaderx.Sampler(10, 2).batch(2**64)
+    ds.close()
+
+
+@pytest.mark.parametrize("key", [np.array([], dtype=str),
+                                 np.zeros(0, dtype="<U1"),
+                                 np.zeros((2, 0), dtype="<U3"),
+                                 np.array([], dtype="S1"),
+                                 np.array([], dtype=np.float64)])
+def test_empty_key_of_a_wrong_type_raises_as_a_full_one(key):
+    # NumPy refuses these as indices whether or not they are empty.
+    with pytest.raises(IndexError):
+        np.arange(3)[key]
+    full = np.resize(key, 1)
+    with DenseStore.create("d", np.int8) as ds:
+        ds.append(np.arange(3, dtype=np.int8))
+        with pytest.raises(InvalidIndexError) as want:
+            ds[full]
+        with pytest.raises(type(want.value)):
+            ds[key]
+        # An empty list still selects nothing, as it does in NumPy.
+        assert ds[[]].shape == (0,)
+    with RaggedStore.create("r", np.int8) as rs:
+        rs.append([np.arange(2, dtype=np.int8)])
+        with pytest.raises(InvalidIndexError):
+            rs[key]
+        with pytest.raises(InvalidIndexError):
+            rs.padded(key)
