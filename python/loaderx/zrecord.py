@@ -30,10 +30,11 @@ stores records as they are). Closing a writable store, or leaving its
 returns, and a failed sync raises (see _Store.close).
 
 Handles are guarded so that misuse from Python cannot reach freed memory:
-closing a store that another thread is reading, or that a live DataLoader
-reads, raises StoreBusyError instead of pulling the handle away; delete and
-compact, which the library requires to have the handle to themselves,
-refuse to run while anything else uses it.
+closing a store waits for the calls other threads are making on it and
+refuses new ones, closing a store that a live DataLoader reads raises
+StoreBusyError instead of pulling the handle away, and delete and compact,
+which the library requires to have the handle to themselves, refuse to run
+while anything else uses it.
 
 Paths are taken as open() takes them (str, bytes or os.PathLike) and go to
 the library as os.fsencode gives them, so that a name that is not UTF-8
@@ -221,15 +222,22 @@ class _Store:
     _kind_name = None
 
     def __init__(self, ptr):
-        # _guard protects _ptr and the counters below. _active counts the
-        # calls in flight on the handle, _pins the DataLoaders reading it,
-        # and _exclusive marks a delete or compact, which must be alone.
-        self._guard = threading.Lock()
+        # _guard protects _ptr and the counters below, and close() waits on
+        # _idle for the calls in flight. _active counts those calls
+        # (_callers the same by thread), _pins the DataLoaders reading the
+        # handle, _exclusive marks a delete or compact, which must be
+        # alone, and _closing a close() under way. The lock is re-entrant
+        # because a DataLoader's finaliser, which unpins, may run on a
+        # thread that holds it.
+        self._guard = threading.RLock()
+        self._idle = threading.Condition(self._guard)
         self._writer = threading.Lock()
         self._ptr = ptr
         self._active = 0
+        self._callers = {}
         self._pins = 0
         self._exclusive = False
+        self._closing = False
         self._path = os.fsdecode(ffi.string(lib.zr_path(ptr)))
         self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
@@ -303,7 +311,7 @@ class _Store:
     def _enter(self, exclusive=False):
         """Count a call on the handle and return the handle."""
         with self._guard:
-            if self._ptr is None:
+            if self._ptr is None or self._closing:
                 raise invalid(f"{self._path}: the store is closed")
             if self._exclusive:
                 raise invalid(f"{self._path}: a delete or compact is running "
@@ -318,18 +326,28 @@ class _Store:
                                   "this handle", StoreBusyError)
                 self._exclusive = True
             self._active += 1
+            me = threading.get_ident()
+            self._callers[me] = self._callers.get(me, 0) + 1
             return self._ptr
 
     def _leave(self, exclusive=False):
         with self._guard:
             self._active -= 1
+            me = threading.get_ident()
+            left = self._callers[me] - 1
+            if left:
+                self._callers[me] = left
+            else:
+                del self._callers[me]
             if exclusive:
                 self._exclusive = False
+            if self._closing and not self._active:
+                self._idle.notify_all()
 
     def _pin(self):
         """Keep the handle open for a DataLoader; return it."""
         with self._guard:
-            if self._ptr is None:
+            if self._ptr is None or self._closing:
                 raise invalid(f"{self._path}: the store is closed")
             if self._exclusive:
                 raise invalid(f"{self._path}: a delete or compact is running",
@@ -353,29 +371,51 @@ class _Store:
         process write through a handle). A read-only handle is closed
         without a sync, and so is one garbage-collected without close().
 
-        Closing twice is harmless. Raises StoreBusyError, leaving the store
-        open, while another thread is in a call on it or a DataLoader that
-        reads it is alive.
+        Calls that other threads are making on the handle are waited for,
+        and calls made once close() has begun raise InvalidArgumentError
+        (the store is closed), as they do after it. Closing twice is
+        harmless, and a close() that finds another under way waits for it.
+        Raises StoreBusyError, leaving the store open, while a DataLoader
+        that reads it is alive, or when called from inside a call on the
+        store on the same thread (which it would wait for for ever).
         """
         with self._guard:
+            if threading.get_ident() in self._callers:
+                raise invalid(f"{self._path}: this thread is in a call on "
+                              "this handle", StoreBusyError)
+            while self._closing and self._ptr is not None:
+                self._idle.wait()
             if self._ptr is None:
                 return
             if self._pins:
                 raise invalid(f"{self._path}: a DataLoader reads this store; "
                               "close the loader first", StoreBusyError)
-            if self._active:
-                raise invalid(f"{self._path}: another thread is using this "
-                              "handle", StoreBusyError)
-            ptr, self._ptr = self._ptr, None
-        # The error is built before zr_close, while zr_last_error() still
-        # holds the sync's message; the handle goes whatever the sync gave,
-        # since keeping it open would only keep the store locked.
+            self._closing = True
+            try:
+                while self._active:
+                    self._idle.wait()
+            except BaseException:
+                # Interrupted while waiting: the store stays open and usable.
+                self._closing = False
+                self._idle.notify_all()
+                raise
+            ptr = self._ptr
+        # Nothing else uses the handle now: new calls are refused while
+        # _closing is set. The error is built before zr_close, while
+        # zr_last_error() still holds the sync's message; the handle goes
+        # whatever the sync gave, since keeping it open would only keep
+        # the store locked.
         error = None
-        if self._writable:
-            rc = lib.zr_sync(ptr)
-            if rc < 0:
-                error = error_from_code(rc)
-        lib.zr_close(ptr)
+        try:
+            if self._writable:
+                rc = lib.zr_sync(ptr)
+                if rc < 0:
+                    error = error_from_code(rc)
+        finally:
+            with self._guard:
+                self._ptr = None
+                lib.zr_close(ptr)
+                self._idle.notify_all()
         self._pool.close()
         if error is not None:
             raise error
@@ -392,7 +432,7 @@ class _Store:
         goes to DataLoader worker processes); the two are independent. A
         writable handle holds the store's only write lock and cannot be
         copied."""
-        if self._ptr is None:
+        if self.closed:
             raise TypeError(f"{self._path}: a closed store handle cannot be "
                             "copied or pickled")
         if self._writable:
@@ -419,7 +459,7 @@ class _Store:
 
     @property
     def closed(self):
-        return self._ptr is None
+        return self._ptr is None or self._closing
 
     @property
     def path(self):
@@ -648,7 +688,7 @@ class _Store:
             self._leave()
 
     def __repr__(self):
-        if self._ptr is None:
+        if self.closed:
             return f"{type(self).__name__}({self._path!r}, closed)"
         return (f"{type(self).__name__}({self._path!r}, dtype={self._dtype.str!r}"
                 f"{self._repr_shape()}, codec={self._codec!r}, len={len(self)})")

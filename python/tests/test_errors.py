@@ -319,3 +319,80 @@ def test_empty_key_of_a_wrong_type_raises_as_a_full_one(key):
             rs[key]
         with pytest.raises(InvalidIndexError):
             rs.padded(key)
+
+
+# ---- close() while another thread reads ----------------------------------------
+
+class _HeldKey:
+    """A record key whose conversion waits for go: the call that reads it
+    stays in flight on the store until then."""
+
+    def __init__(self, value):
+        self.value = value
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def __array__(self, dtype=None):
+        self.inside.set()
+        self.go.wait(30)
+        return np.asarray(self.value)
+
+
+def test_close_waits_for_a_gathering_thread_which_then_sees_it_closed():
+    with DenseStore.create("d", np.int32, (4,)) as ds:
+        ds.append(np.arange(400, dtype=np.int32).reshape(100, 4))
+    ds = DenseStore.open("d", readonly=True)
+    key = _HeldKey([3, 5])
+    stop = threading.Event()
+    first, errors, count = [], [], [0]
+
+    def gather():
+        first.append(ds[key])
+        try:
+            while not stop.is_set():
+                ds[[1, 2, 3]]
+                count[0] += 1
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=gather, daemon=True)
+    t.start()
+    try:
+        assert key.inside.wait(30)
+        # Let the held call go only once close() is (most likely) waiting
+        # for it; close must succeed whichever comes first.
+        threading.Timer(0.05, key.go.set).start()
+        ds.close()
+        assert ds.closed
+    finally:
+        key.go.set()
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    # The call in flight finished with its records; the next one was refused.
+    assert first[0].tolist() == [[12, 13, 14, 15], [20, 21, 22, 23]]
+    assert len(errors) == 1
+    assert type(errors[0]) is InvalidArgumentError, repr(errors[0])
+    assert "closed" in str(errors[0])
+    ds.close()
+    # The handle is gone: a writer may open the store.
+    DenseStore.open("d").close()
+
+
+def test_close_from_inside_a_call_on_the_same_thread_refuses():
+    with DenseStore.create("d", np.int8) as ds:
+        ds.append(np.arange(3, dtype=np.int8))
+        got = []
+
+        class Key:
+            def __array__(self, dtype=None):
+                try:
+                    ds.close()
+                except StoreBusyError as e:
+                    got.append(e)
+                return np.array([1])
+
+        assert ds[Key()].tolist() == [1]
+        assert len(got) == 1 and "this thread" in str(got[0])
+        assert not ds.closed
+    assert ds.closed
