@@ -539,6 +539,8 @@ class DataLoader:
             raise invalid(f"workers must be in [1, {_lib.ZR_LOADER_MAX_THREADS}]")
         if world < 1 or world >= 2**32:
             raise invalid(f"world must be in [1, 2**32), not {world}")
+        if rank >= world:
+            raise invalid(f"rank must be in [0, world={world}), not {rank}")
         mode = _mode(mode)
         block, window = _quasi_params(mode, block, window)
         layouts = _layouts(names, stores, ragged, pad, length)
@@ -587,7 +589,7 @@ class DataLoader:
         h = self._handle
         h.check_process()
         with h.next_lock:
-            if h.ptr is None:
+            if h.ptr is None or h.closing:
                 raise invalid("the DataLoader is closed")
             return int(lib.zr_loader_step(h.ptr))
 
@@ -621,8 +623,11 @@ class DataLoader:
         would make its step mean other records (so do another QUASI
         block or window, when the state records them). The rank is not checked:
         every rank stands at the same step, so the state one rank saved
-        serves them all. Batches already taken stay valid.
+        serves them all. Batches already taken stay valid. A closed loader
+        stays closed: it raises InvalidArgumentError.
         """
+        if self.closed:
+            raise invalid("the DataLoader is closed")
         step = _saved_step(state, self.state_dict(), "DataLoader", "loader", 2**64)
         old = self._handle
         prefetch, workers, transform, ragged, pad, length = self._remake
@@ -654,7 +659,7 @@ class DataLoader:
         h = self._handle
         h.check_process()
         with h.next_lock:
-            if h.ptr is None:
+            if h.ptr is None or h.closing:
                 raise invalid("the DataLoader is closed")
             # The loader's index space is the streams' length when it was
             # created, whatever was appended since.

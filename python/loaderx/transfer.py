@@ -11,10 +11,9 @@ S3 settings are the AWS tools' (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 The GIL is released while they run.
 """
 
-import os
-
 from ._lib import ZR_PULL_FORCE, ZR_PULL_MODE_DEFAULT, ZR_PUSH_FORCE, ffi, lib
-from .errors import check
+from .errors import check, invalid
+from .zrecord import _c_path
 
 __all__ = ["push", "pull"]
 
@@ -29,7 +28,7 @@ def push(path, url, force=False):
     after the upload fails; AccessDeniedError, StoreIOError for the server.
     """
     flags = ZR_PUSH_FORCE if force else 0
-    check(lib.zr_push(os.fsencode(path), os.fsencode(url), flags, ffi.NULL, ffi.NULL))
+    check(lib.zr_push(_c_path(path), _c_path(url), flags, ffi.NULL, ffi.NULL))
 
 
 def pull(url, path, force=False, mode=None):
@@ -38,18 +37,18 @@ def pull(url, path, force=False, mode=None):
 
     The files get mode (an int such as 0o644; None for 0o600) exactly,
     whatever the umask, and the folder the same with x added where r is
-    set (0o644 gives 0o755). Raises ValueError for a mode outside 0o777 or
-    without the owner's read and write; StoreNotFoundError when url holds
-    no store or an upload that has not finished; StoreExistsError when
-    path exists, unless force (which replaces a store folder nobody has
-    open).
+    set (0o644 gives 0o755). Raises InvalidArgumentError (a ValueError)
+    for a mode outside 0o777 or without the owner's read and write;
+    StoreNotFoundError when url holds no store or an upload that has not
+    finished; StoreExistsError when path exists, unless force (which
+    replaces a store folder nobody has open).
     """
     flags = ZR_PULL_FORCE if force else 0
     if mode is None:
         mode = ZR_PULL_MODE_DEFAULT
     if isinstance(mode, bool) or not isinstance(mode, int) or mode & ~0o777 or \
             mode & 0o600 != 0o600:
-        raise ValueError("mode %r is not a file mode of 0o600 to 0o777 that lets the "
-                         "owner read and write" % (mode,))
-    check(lib.zr_pull_mode(os.fsencode(url), os.fsencode(path), flags, mode, ffi.NULL,
+        raise invalid("mode %r is not a file mode of 0o600 to 0o777 that lets the "
+                      "owner read and write" % (mode,))
+    check(lib.zr_pull_mode(_c_path(url), _c_path(path), flags, mode, ffi.NULL,
                            ffi.NULL))

@@ -30,10 +30,15 @@ stores records as they are). Closing a writable store, or leaving its
 returns, and a failed sync raises (see _Store.close).
 
 Handles are guarded so that misuse from Python cannot reach freed memory:
-closing a store that another thread is reading, or that a live DataLoader
-reads, raises StoreBusyError instead of pulling the handle away; delete and
-compact, which the library requires to have the handle to themselves,
-refuse to run while anything else uses it.
+closing a store waits for the calls other threads are making on it and
+refuses new ones, closing a store that a live DataLoader reads raises
+StoreBusyError instead of pulling the handle away, and delete and compact,
+which the library requires to have the handle to themselves, refuse to run
+while anything else uses it.
+
+Paths are taken as open() takes them (str, bytes or os.PathLike) and go to
+the library as os.fsencode gives them, so that a name that is not UTF-8
+round-trips; one with an embedded NUL, which C would cut short, is refused.
 """
 
 import collections
@@ -186,6 +191,15 @@ def _create_opts(codec, dict_bytes):
     return opts, keep
 
 
+def _c_path(path):
+    """path (str, bytes or os.PathLike) as the bytes a C call takes."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        # C would stop at the NUL and act on another path than the one given.
+        raise invalid(f"{os.fsdecode(b)!r}: embedded null byte in a path")
+    return b
+
+
 def _absolute(path):
     """A store path made absolute; an s3:// address is one already."""
     path = os.fsdecode(path)
@@ -208,16 +222,23 @@ class _Store:
     _kind_name = None
 
     def __init__(self, ptr):
-        # _guard protects _ptr and the counters below. _active counts the
-        # calls in flight on the handle, _pins the DataLoaders reading it,
-        # and _exclusive marks a delete or compact, which must be alone.
-        self._guard = threading.Lock()
+        # _guard protects _ptr and the counters below, and close() waits on
+        # _idle for the calls in flight. _active counts those calls
+        # (_callers the same by thread), _pins the DataLoaders reading the
+        # handle, _exclusive marks a delete or compact, which must be
+        # alone, and _closing a close() under way. The lock is re-entrant
+        # because a DataLoader's finaliser, which unpins, may run on a
+        # thread that holds it.
+        self._guard = threading.RLock()
+        self._idle = threading.Condition(self._guard)
         self._writer = threading.Lock()
         self._ptr = ptr
         self._active = 0
+        self._callers = {}
         self._pins = 0
         self._exclusive = False
-        self._path = ffi.string(lib.zr_path(ptr)).decode()
+        self._closing = False
+        self._path = os.fsdecode(ffi.string(lib.zr_path(ptr)))
         self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
         self._writable = bool(lib.zr_writable(ptr))
@@ -255,12 +276,13 @@ class _Store:
         64 KiB or more are read with pread either way.
         """
         out = ffi.new("zr_store **")
+        path_c = _c_path(path)
         if readonly is None:
-            readonly = os.fsdecode(path).startswith("s3://")
+            readonly = path_c.startswith(b"s3://")
         mode = _lib.ZR_RDONLY if readonly else _lib.ZR_RDWR
         if not mmap:
             mode |= _lib.ZR_NOMAP
-        rc = lib.zr_open(out, os.fsencode(path), mode)
+        rc = lib.zr_open(out, path_c, mode)
         if rc == _lib.ZR_EBUSY and not readonly:
             # The usual cause is a second writable open of a store that a
             # DataLoader, a torch worker or zrecordfs already reads; say
@@ -275,7 +297,8 @@ class _Store:
         if cls._kind is not None and kind != cls._kind:
             lib.zr_close(ptr)
             other = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
-            raise invalid(f"{os.fspath(path)} holds a {other._kind_name} store; "
+            raise invalid(f"{os.fsdecode(path_c)} holds a "
+                          f"{other._kind_name} store; "
                           f"open it with {other.__name__}", StoreKindError)
         if cls._kind is None:
             cls = DenseStore if kind == _lib.ZR_DENSE else RaggedStore
@@ -288,7 +311,7 @@ class _Store:
     def _enter(self, exclusive=False):
         """Count a call on the handle and return the handle."""
         with self._guard:
-            if self._ptr is None:
+            if self._ptr is None or self._closing:
                 raise invalid(f"{self._path}: the store is closed")
             if self._exclusive:
                 raise invalid(f"{self._path}: a delete or compact is running "
@@ -303,18 +326,28 @@ class _Store:
                                   "this handle", StoreBusyError)
                 self._exclusive = True
             self._active += 1
+            me = threading.get_ident()
+            self._callers[me] = self._callers.get(me, 0) + 1
             return self._ptr
 
     def _leave(self, exclusive=False):
         with self._guard:
             self._active -= 1
+            me = threading.get_ident()
+            left = self._callers[me] - 1
+            if left:
+                self._callers[me] = left
+            else:
+                del self._callers[me]
             if exclusive:
                 self._exclusive = False
+            if self._closing and not self._active:
+                self._idle.notify_all()
 
     def _pin(self):
         """Keep the handle open for a DataLoader; return it."""
         with self._guard:
-            if self._ptr is None:
+            if self._ptr is None or self._closing:
                 raise invalid(f"{self._path}: the store is closed")
             if self._exclusive:
                 raise invalid(f"{self._path}: a delete or compact is running",
@@ -338,29 +371,51 @@ class _Store:
         process write through a handle). A read-only handle is closed
         without a sync, and so is one garbage-collected without close().
 
-        Closing twice is harmless. Raises StoreBusyError, leaving the store
-        open, while another thread is in a call on it or a DataLoader that
-        reads it is alive.
+        Calls that other threads are making on the handle are waited for,
+        and calls made once close() has begun raise InvalidArgumentError
+        (the store is closed), as they do after it. Closing twice is
+        harmless, and a close() that finds another under way waits for it.
+        Raises StoreBusyError, leaving the store open, while a DataLoader
+        that reads it is alive, or when called from inside a call on the
+        store on the same thread (which it would wait for for ever).
         """
         with self._guard:
+            if threading.get_ident() in self._callers:
+                raise invalid(f"{self._path}: this thread is in a call on "
+                              "this handle", StoreBusyError)
+            while self._closing and self._ptr is not None:
+                self._idle.wait()
             if self._ptr is None:
                 return
             if self._pins:
                 raise invalid(f"{self._path}: a DataLoader reads this store; "
                               "close the loader first", StoreBusyError)
-            if self._active:
-                raise invalid(f"{self._path}: another thread is using this "
-                              "handle", StoreBusyError)
-            ptr, self._ptr = self._ptr, None
-        # The error is built before zr_close, while zr_last_error() still
-        # holds the sync's message; the handle goes whatever the sync gave,
-        # since keeping it open would only keep the store locked.
+            self._closing = True
+            try:
+                while self._active:
+                    self._idle.wait()
+            except BaseException:
+                # Interrupted while waiting: the store stays open and usable.
+                self._closing = False
+                self._idle.notify_all()
+                raise
+            ptr = self._ptr
+        # Nothing else uses the handle now: new calls are refused while
+        # _closing is set. The error is built before zr_close, while
+        # zr_last_error() still holds the sync's message; the handle goes
+        # whatever the sync gave, since keeping it open would only keep
+        # the store locked.
         error = None
-        if self._writable:
-            rc = lib.zr_sync(ptr)
-            if rc < 0:
-                error = error_from_code(rc)
-        lib.zr_close(ptr)
+        try:
+            if self._writable:
+                rc = lib.zr_sync(ptr)
+                if rc < 0:
+                    error = error_from_code(rc)
+        finally:
+            with self._guard:
+                self._ptr = None
+                lib.zr_close(ptr)
+                self._idle.notify_all()
         self._pool.close()
         if error is not None:
             raise error
@@ -377,7 +432,7 @@ class _Store:
         goes to DataLoader worker processes); the two are independent. A
         writable handle holds the store's only write lock and cannot be
         copied."""
-        if self._ptr is None:
+        if self.closed:
             raise TypeError(f"{self._path}: a closed store handle cannot be "
                             "copied or pickled")
         if self._writable:
@@ -404,7 +459,7 @@ class _Store:
 
     @property
     def closed(self):
-        return self._ptr is None
+        return self._ptr is None or self._closing
 
     @property
     def path(self):
@@ -465,7 +520,22 @@ class _Store:
                           InvalidIndexError) from e
         if a.ndim == 0 and a.dtype.kind in "iu":
             return self._select(int(a), n)
-        if a.size == 0 and a.dtype.kind not in "iub":
+        if a.dtype == object and a.size and all(
+                isinstance(i, (int, np.integer))
+                and not isinstance(i, (bool, np.bool_)) for i in a.flat):
+            # Integers beyond int64 and uint64 make an object array: any
+            # such index is out of range, and so reported.
+            for i in a.flat:
+                if not -n <= i < n:
+                    raise invalid(f"index {int(i)} is out of range for a "
+                                  f"store of {n} records",
+                                  IndexOutOfRangeError)
+            a = a.astype(np.int64)
+        if a.size == 0 and a.dtype.kind == "f" and \
+                not isinstance(key, np.ndarray):
+            # An empty list or tuple comes out of NumPy as float64; an
+            # empty array of another type than integers or booleans is
+            # refused below, as a non-empty one is.
             a = a.astype(np.int64)
         if a.dtype.kind == "b":
             if a.ndim != 1 or a.shape[0] != n:
@@ -596,8 +666,9 @@ class _Store:
             for k in range(rep.nlisted):
                 p = lib.zr_verify_problem(rep, k)
                 entry = None if p.entry == 2**64 - 1 else int(p.entry)
-                problems.append((ffi.string(p.file).decode(), entry,
-                                 ffi.string(p.what).decode()))
+                problems.append((os.fsdecode(ffi.string(p.file)), entry,
+                                 ffi.string(p.what).decode("utf-8",
+                                                           "replace")))
             return {"ok": rc == 0,
                     "records_checked": int(rep.records_checked),
                     "problems": problems}
@@ -617,7 +688,7 @@ class _Store:
             self._leave()
 
     def __repr__(self):
-        if self._ptr is None:
+        if self.closed:
             return f"{type(self).__name__}({self._path!r}, closed)"
         return (f"{type(self).__name__}({self._path!r}, dtype={self._dtype.str!r}"
                 f"{self._repr_shape()}, codec={self._codec!r}, len={len(self)})")
@@ -683,7 +754,7 @@ class DenseStore(_Store):
         # keep holds the dictionary's buffer until the call has returned.
         opts, keep = _create_opts(codec, dict_bytes)
         out = ffi.new("zr_store **")
-        check(lib.zr_dense_create(out, os.fsencode(path), dt.str.encode(),
+        check(lib.zr_dense_create(out, _c_path(path), dt.str.encode(),
                                   _shape_array(shape), len(shape), opts))
         del keep
         return cls(out[0])
@@ -783,7 +854,7 @@ class RaggedStore(_Store):
         # keep holds the dictionary's buffer until the call has returned.
         opts, keep = _create_opts(codec, dict_bytes)
         out = ffi.new("zr_store **")
-        check(lib.zr_ragged_create(out, os.fsencode(path), dt.str.encode(),
+        check(lib.zr_ragged_create(out, _c_path(path), dt.str.encode(),
                                    opts))
         del keep
         return cls(out[0])
@@ -823,9 +894,10 @@ class RaggedStore(_Store):
         """
         if length is not None:
             if not isinstance(length, (int, np.integer)) or \
-                    isinstance(length, bool) or length < 1:
-                raise invalid(f"length must be a positive integer, not "
-                              f"{length!r}")
+                    isinstance(length, (bool, np.bool_)) or \
+                    not 1 <= length < 2**64:
+                raise invalid(f"length must be an integer in [1, 2**64), "
+                              f"not {length!r}")
         values, lengths, _, _ = self._dense(key, _lib.ZR_PADDED,
                                             int(length or 0), pad)
         return values, lengths

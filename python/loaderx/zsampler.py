@@ -63,8 +63,9 @@ class Sampler:
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 raise invalid(f"{name} must be an integer, not {v!r}")
         block, window = _quasi_params(mode, block, window)
-        if seed < 0 or seed >= 2**64 or start_step < 0 or start_step >= 2**64:
-            raise invalid("seed and start_step must be in [0, 2**64)")
+        for name, v in (("seed", seed), ("start_step", start_step)):
+            if not 0 <= v < 2**64:
+                raise invalid(f"{name} must be in [0, 2**64), not {v}")
         if not (1 <= n <= _lib.ZR_SAMPLER_MAX_N and batch_size >= 1
                 and world >= 1 and 0 <= rank < world < 2**32
                 and batch_size * world <= n):
