@@ -124,7 +124,7 @@ int zr_range_cached(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
     return answer;
 }
 
-ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
+static int records_cached_in(zr_store *s, const uint64_t *idx, size_t n)
 {
     if (!s || (!idx && n > 0))
         return zr_err(ZR_EINVAL, "zr_records_cached: NULL argument");
@@ -149,6 +149,16 @@ ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
     return 1;
 }
 
+ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
+{
+    int rc = zr_store_enter(s, "zr_records_cached");
+    if (rc != 0)
+        return rc;
+    rc = records_cached_in(s, idx, n);
+    zr_store_leave(s);
+    return rc;
+}
+
 /* Adjacent records of one chunk file are asked for in one call, up to
  * this many bytes a call. */
 #define PREFETCH_RUN ((uint64_t)8 << 20)
@@ -163,7 +173,7 @@ static void advise_run(zr_store *s, uint32_t chunk, uint64_t off, uint64_t len)
     zr_file_put(s, &s->chunks, chunk);
 }
 
-ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
+static int prefetch_in(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
                        uint64_t *records)
 {
     if (!s || !records)
@@ -196,4 +206,15 @@ ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64
         advise_run(s, run_chunk, run_off, run_len);
     *records = k - first;
     return 0;
+}
+
+ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64_t max_bytes,
+                       uint64_t *records)
+{
+    int rc = zr_store_enter(s, "zr_prefetch");
+    if (rc != 0)
+        return rc;
+    rc = prefetch_in(s, first, max_records, max_bytes, records);
+    zr_store_leave(s);
+    return rc;
 }

@@ -56,7 +56,7 @@ ZR_API int zr_dense_create(zr_store **out, const char *path, const char *dtype,
     return zr_engine_create(out, path, &id, &o);
 }
 
-ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_shape,
+static int append_dense_in(zr_store *s, const char *dtype, const uint64_t *item_shape,
                            uint32_t ndim, const void *data, uint64_t n, uint64_t *first)
 {
     int rc = zr_engine_writer(s, "zr_append_dense");
@@ -79,11 +79,32 @@ ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_
     return zr_engine_append(s, &src, n, first);
 }
 
-ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst)
+ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_shape,
+                           uint32_t ndim, const void *data, uint64_t n, uint64_t *first)
+{
+    int rc = zr_store_enter(s, "zr_append_dense");
+    if (rc != 0)
+        return rc;
+    rc = append_dense_in(s, dtype, item_shape, ndim, data, n, first);
+    zr_store_leave(s);
+    return rc;
+}
+
+static int gather_dense_in(zr_store *s, const uint64_t *idx, size_t n, void *dst)
 {
     if (!s || (n > 0 && (!idx || !dst)))
         return zr_err(ZR_EINVAL, "zr_gather_dense: NULL argument");
     if (s->id.kind != ZR_DENSE)
         return zr_err(ZR_EKIND, "%s is a Ragged store; use zr_gather_ragged", s->path);
     return zr_engine_gather(s, idx, n, dst, NULL);
+}
+
+ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst)
+{
+    int rc = zr_store_enter(s, "zr_gather_dense");
+    if (rc != 0)
+        return rc;
+    rc = gather_dense_in(s, idx, n, dst);
+    zr_store_leave(s);
+    return rc;
 }

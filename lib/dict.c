@@ -179,7 +179,7 @@ static int copy_store(void *ctx, const size_t *pick, size_t m, const size_t *len
     return rc;
 }
 
-ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len)
+static int train_dict_store_in(zr_store *s, int tier, void **dict, size_t *dict_len)
 {
     if (!s)
         return zr_err(ZR_EINVAL, "zr_train_dict_store: NULL handle");
@@ -215,5 +215,15 @@ ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_
     if (rc == 0)
         rc = train_from((size_t)n, sizes, tier, copy_store, s, dict, dict_len);
     zr_free(sizes);
+    return rc;
+}
+
+ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len)
+{
+    int rc = zr_store_enter(s, "zr_train_dict_store");
+    if (rc != 0)
+        return rc;
+    rc = train_dict_store_in(s, tier, dict, dict_len);
+    zr_store_leave(s);
     return rc;
 }

@@ -49,13 +49,45 @@ zr_store *zr_store_alloc(const char *path, bool writable)
     pthread_mutex_init(&s->append_lock, NULL);
     pthread_mutex_init(&s->frontier_lock, NULL);
     pthread_mutex_init(&s->layout_lock, NULL);
+    pthread_mutex_init(&s->use_lock, NULL);
+    pthread_cond_init(&s->use_cv, NULL);
     return s;
+}
+
+int zr_store_enter(zr_store *s, const char *call)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->use_lock);
+    bool closing = s->closing;
+    if (!closing)
+        s->users++;
+    pthread_mutex_unlock(&s->use_lock);
+    return closing ? zr_err(ZR_EINVAL, "%s: the handle of %s is being closed", call, s->path) : 0;
+}
+
+void zr_store_leave(zr_store *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->use_lock);
+    if (--s->users == 0 && s->closing)
+        pthread_cond_broadcast(&s->use_cv);
+    pthread_mutex_unlock(&s->use_lock);
 }
 
 ZR_API void zr_close(zr_store *s)
 {
     if (!s)
         return;
+    /* A gather on another thread finishes before anything it reads is
+     * freed; a call that starts meanwhile is refused. Nothing can guard a
+     * call that starts after this returns: the handle is gone. */
+    pthread_mutex_lock(&s->use_lock);
+    s->closing = true;
+    while (s->users > 0)
+        pthread_cond_wait(&s->use_cv, &s->use_lock);
+    pthread_mutex_unlock(&s->use_lock);
     zr_tables_free(s);
     if (s->remote)
         zr_remote_close(s);
@@ -69,6 +101,8 @@ ZR_API void zr_close(zr_store *s)
     pthread_mutex_destroy(&s->append_lock);
     pthread_mutex_destroy(&s->frontier_lock);
     pthread_mutex_destroy(&s->layout_lock);
+    pthread_mutex_destroy(&s->use_lock);
+    pthread_cond_destroy(&s->use_cv);
     zr_free(s->path);
     zr_free(s);
 }
@@ -357,7 +391,7 @@ int zr_engine_writer(zr_store *s, const char *op)
     return 0;
 }
 
-ZR_API int zr_sync(zr_store *s)
+static int sync_in(zr_store *s)
 {
     int rc = zr_engine_writer(s, "zr_sync");
     if (rc != 0)
@@ -365,6 +399,16 @@ ZR_API int zr_sync(zr_store *s)
     pthread_mutex_lock(&s->append_lock);
     rc = zr_engine_sync_locked(s);
     pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}
+
+ZR_API int zr_sync(zr_store *s)
+{
+    int rc = zr_store_enter(s, "zr_sync");
+    if (rc != 0)
+        return rc;
+    rc = sync_in(s);
+    zr_store_leave(s);
     return rc;
 }
 

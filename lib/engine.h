@@ -165,6 +165,13 @@ struct zr_store {
     pthread_mutex_t frontier_lock;
     uint32_t fr_chunk;
     uint64_t fr_offset;
+
+    /* The public calls in flight on the handle, which zr_close waits for;
+     * once it has begun, closing refuses new ones (engine.c). */
+    pthread_mutex_t use_lock;
+    pthread_cond_t use_cv;
+    unsigned users;
+    bool closing;
 };
 
 /* Making a handle (engine.c): allocate one for path, with its locks and
@@ -174,6 +181,12 @@ zr_store *zr_store_alloc(const char *path, bool writable);
 int zr_open_dir(zr_store *s, const char *path);
 int zr_take_lock(zr_store *s);
 void zr_set_width(zr_store *s);
+
+/* Bracket a public call on s: zr_store_enter counts it in flight, or
+ * refuses it with ZR_EINVAL once zr_close has begun; zr_store_leave ends
+ * it. Both accept NULL (the call itself then refuses it). */
+int zr_store_enter(zr_store *s, const char *call);
+void zr_store_leave(zr_store *s);
 
 /* Opening (open.c): finish an interrupted delete or compaction (R10),
  * then read the header and dictionary and open the files it names,

@@ -675,7 +675,7 @@ static int span_loc(zr_store *s, uint64_t i, const char *fn, uint32_t what, stru
     return rc;
 }
 
-ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
+static int record_span_in(zr_store *s, uint64_t i, const void **data, uint64_t *size)
 {
     if (!s || !data || !size)
         return zr_err(ZR_EINVAL, "zr_record_span: NULL argument");
@@ -689,7 +689,17 @@ ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *
     return 0;
 }
 
-ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
+ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
+{
+    int rc = zr_store_enter(s, "zr_record_span");
+    if (rc != 0)
+        return rc;
+    rc = record_span_in(s, i, data, size);
+    zr_store_leave(s);
+    return rc;
+}
+
+static int record_extent_in(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
 {
     if (!s || !fd || !offset || !size)
         return zr_err(ZR_EINVAL, "zr_record_extent: NULL argument");
@@ -700,4 +710,14 @@ ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
     *offset = l.offset;
     *size = l.logic_length;
     return 0;
+}
+
+ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
+{
+    int rc = zr_store_enter(s, "zr_record_extent");
+    if (rc != 0)
+        return rc;
+    rc = record_extent_in(s, i, fd, offset, size);
+    zr_store_leave(s);
+    return rc;
 }

@@ -194,7 +194,7 @@ done:
     return 0;
 }
 
-ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
+static int stats_in(zr_store *s, zr_store_stats *st)
 {
     if (!s || !st)
         return zr_err(ZR_EINVAL, "zr_stats: NULL argument");
@@ -206,6 +206,16 @@ ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
         rc = stats(s, &full);
     if (rc == 0)
         zr_abi_write(st, &full, n);
+    return rc;
+}
+
+ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
+{
+    int rc = zr_store_enter(s, "zr_stats");
+    if (rc != 0)
+        return rc;
+    rc = stats_in(s, st);
+    zr_store_leave(s);
     return rc;
 }
 
@@ -231,7 +241,7 @@ static long find_target(const uint64_t *t, size_t m, uint64_t p)
     return -1;
 }
 
-ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
+static int delete_in(zr_store *s, const uint64_t *idx, size_t n)
 {
     int rc = begin(s, "zr_delete");
     if (rc != 0)
@@ -315,6 +325,16 @@ out:
     zr_free(val);
     zr_free(mod);
     pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}
+
+ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
+{
+    int rc = zr_store_enter(s, "zr_delete");
+    if (rc != 0)
+        return rc;
+    rc = delete_in(s, idx, n);
+    zr_store_leave(s);
     return rc;
 }
 
@@ -424,7 +444,7 @@ static uint64_t chunk_bytes(zr_store *s)
     return stats(s, &st) == 0 ? st.chunk_bytes : 0;
 }
 
-ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
+static int compact_in(zr_store *s, zr_compact_result *res)
 {
     size_t nres = 0;
     int rc = begin(s, "zr_compact");
@@ -545,5 +565,15 @@ ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
     zr_free(b.e);
     zr_free(b.data);
     pthread_mutex_unlock(&s->append_lock);
+    return rc;
+}
+
+ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
+{
+    int rc = zr_store_enter(s, "zr_compact");
+    if (rc != 0)
+        return rc;
+    rc = compact_in(s, res);
+    zr_store_leave(s);
     return rc;
 }

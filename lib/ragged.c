@@ -36,7 +36,7 @@ ZR_API int zr_ragged_create(zr_store **out, const char *path, const char *dtype,
     return zr_engine_create(out, path, &id, &o);
 }
 
-ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,
+static int append_ragged_in(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,
                             uint64_t *first)
 {
     int rc = zr_engine_writer(s, "zr_append_ragged");
@@ -74,7 +74,18 @@ ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, 
     return zr_engine_append(s, &src, n, first);
 }
 
-ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
+ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, uint64_t n,
+                            uint64_t *first)
+{
+    int rc = zr_store_enter(s, "zr_append_ragged");
+    if (rc != 0)
+        return rc;
+    rc = append_ragged_in(s, dtype, recs, n, first);
+    zr_store_leave(s);
+    return rc;
+}
+
+static int ragged_sizes_in(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
 {
     if (!s || (n > 0 && (!idx || !sizes)))
         return zr_err(ZR_EINVAL, "zr_ragged_sizes: NULL argument");
@@ -96,7 +107,17 @@ ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t 
     return rc;
 }
 
-ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
+ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
+{
+    int rc = zr_store_enter(s, "zr_ragged_sizes");
+    if (rc != 0)
+        return rc;
+    rc = ragged_sizes_in(s, idx, n, sizes);
+    zr_store_leave(s);
+    return rc;
+}
+
+static int gather_ragged_in(zr_store *s, const uint64_t *idx, size_t n, void *dst,
                             const uint64_t *offsets)
 {
     if (!s || (n > 0 && (!idx || !dst || !offsets)))
@@ -104,6 +125,17 @@ ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *ds
     if (s->id.kind != ZR_RAGGED)
         return zr_err(ZR_EKIND, "%s is a Dense store; use zr_gather_dense", s->path);
     return zr_engine_gather(s, idx, n, dst, offsets);
+}
+
+ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *dst,
+                            const uint64_t *offsets)
+{
+    int rc = zr_store_enter(s, "zr_gather_ragged");
+    if (rc != 0)
+        return rc;
+    rc = gather_ragged_in(s, idx, n, dst, offsets);
+    zr_store_leave(s);
+    return rc;
 }
 
 ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_view *view)
@@ -124,7 +156,7 @@ ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_
     return 0;
 }
 
-ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
+static int gather_ragged_alloc_in(zr_store *s, const uint64_t *idx, size_t n,
                                   zr_ragged_batch **out)
 {
     if (!out)
@@ -158,6 +190,17 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
     b->n = n;
     *out = b;
     return 0;
+}
+
+ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
+                                  zr_ragged_batch **out)
+{
+    int rc = zr_store_enter(s, "zr_gather_ragged_alloc");
+    if (rc != 0)
+        return rc;
+    rc = gather_ragged_alloc_in(s, idx, n, out);
+    zr_store_leave(s);
+    return rc;
 }
 
 ZR_API void zr_ragged_batch_free(zr_ragged_batch *b)
@@ -507,7 +550,7 @@ done:
     return rc;
 }
 
-ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
+static int gather_ragged_dense_in(zr_store *s, const uint64_t *idx, size_t n, int layout,
                                   uint64_t rows, const void *pad, zr_ragged_dense **out)
 {
     if (out)
@@ -527,5 +570,16 @@ ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, in
         return rc;
     rc = zr_ragged_densify(b->recs, n, s->id.itemsize, layout, rows, pad, out);
     zr_ragged_batch_free(b);
+    return rc;
+}
+
+ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
+                                  uint64_t rows, const void *pad, zr_ragged_dense **out)
+{
+    int rc = zr_store_enter(s, "zr_gather_ragged_dense");
+    if (rc != 0)
+        return rc;
+    rc = gather_ragged_dense_in(s, idx, n, layout, rows, pad, out);
+    zr_store_leave(s);
     return rc;
 }

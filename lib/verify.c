@@ -412,7 +412,7 @@ ZR_API const zr_problem *zr_verify_problem(const zr_verify_report *pub, size_t k
     return &((const struct report *)pub)->problems[k];
 }
 
-ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
+static int verify_in(zr_store *s, zr_verify_report **out)
 {
     if (out)
         *out = NULL;
@@ -481,4 +481,14 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     return zr_err(ZR_ECORRUPT, "%s: %llu problem(s); first: %s entry %llu: %s", s->path,
                   (unsigned long long)c.r->pub.nproblems, p->file, (unsigned long long)p->entry,
                   p->what);
+}
+
+ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
+{
+    int rc = zr_store_enter(s, "zr_verify");
+    if (rc != 0)
+        return rc;
+    rc = verify_in(s, out);
+    zr_store_leave(s);
+    return rc;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "tests/helpers.h"
 #include "tests/records.h"
@@ -270,6 +271,122 @@ static void *append_batches(void *arg)
     return NULL;
 }
 
+/* The gathering thread's allocations wait at a gate the test opens: its
+ * gather is then in flight for as long as the test needs. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool open;
+    int waiting;
+    bool gathered; /* the gather returned */
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, false};
+
+static void gate_pass(void)
+{
+    pthread_mutex_lock(&gate.lock);
+    gate.waiting++;
+    pthread_cond_broadcast(&gate.cv);
+    while (!gate.open)
+        pthread_cond_wait(&gate.cv, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static _Thread_local bool gated;
+
+static void *gated_malloc(size_t n)
+{
+    if (gated)
+        gate_pass();
+    return malloc(n);
+}
+
+static void *gated_calloc(size_t n, size_t size)
+{
+    if (gated)
+        gate_pass();
+    return calloc(n, size);
+}
+
+struct inflight {
+    zr_store *s;
+    uint64_t idx[16];
+    int rc;
+    bool matched;
+    atomic_bool closed;
+};
+
+static void *gather_held(void *arg)
+{
+    struct inflight *f = arg;
+    gated = true;
+    f->matched = zt_dense_matches(f->s, SEED, f->idx, 16, &f->rc);
+    pthread_mutex_lock(&gate.lock);
+    gate.gathered = true;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.lock);
+    return NULL;
+}
+
+static void *close_store(void *arg)
+{
+    struct inflight *f = arg;
+    zr_close(f->s);
+    atomic_store(&f->closed, true);
+    return NULL;
+}
+
+/* zr_close waits for a gather in flight on another thread, which then
+ * completes with the right records; a call made while close waits is
+ * refused instead of reading what is about to be freed. */
+START_TEST(close_waits_for_a_gather_in_flight_and_refuses_new_ones)
+{
+    char *path = zt_path("c");
+    const uint64_t shape[] = {40};
+    zr_create_opts o = {.size = sizeof(zr_create_opts), .codec = ZR_CODEC_ZSTD};
+    zr_store *s;
+    ZR_OK_CALL(zr_dense_create(&s, path, "<i4", shape, 1, &o));
+    zt_append_dense_gen(s, SEED, 64);
+    ZR_OK_CALL(zr_sync(s));
+    zr_close(s);
+    struct inflight f = {.closed = false};
+    ZR_OK_CALL(zr_open(&f.s, path, ZR_RDONLY));
+    for (int k = 0; k < 16; k++)
+        f.idx[k] = (uint64_t)k * 4 + 1;
+    zr_alloc.malloc = gated_malloc;
+    zr_alloc.calloc = gated_calloc;
+    pthread_t g, c;
+    ck_assert_int_eq(pthread_create(&g, NULL, gather_held, &f), 0);
+    pthread_mutex_lock(&gate.lock);
+    while (gate.waiting == 0 && !gate.gathered)
+        pthread_cond_wait(&gate.cv, &gate.lock);
+    bool held = gate.waiting > 0;
+    pthread_mutex_unlock(&gate.lock);
+    ck_assert_msg(held, "the gather allocated nothing: no gate held it");
+    ck_assert_int_eq(pthread_create(&c, NULL, close_store, &f), 0);
+    for (bool closing = false; !closing; sched_yield()) {
+        pthread_mutex_lock(&f.s->use_lock);
+        closing = f.s->closing;
+        pthread_mutex_unlock(&f.s->use_lock);
+    }
+    int32_t buf[40];
+    const uint64_t one = 0;
+    ZR_FAIL_CALL(zr_gather_dense(f.s, &one, 1, buf), ZR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zr_last_error(), "being closed"));
+    ck_assert(!atomic_load(&f.closed));
+    pthread_mutex_lock(&gate.lock);
+    gate.open = true;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.lock);
+    pthread_join(g, NULL);
+    pthread_join(c, NULL);
+    zr_alloc = zr_alloc_default;
+    ck_assert_int_eq(f.rc, 0);
+    ck_assert(f.matched);
+    ck_assert(atomic_load(&f.closed));
+    free(path);
+}
+END_TEST
+
 START_TEST(appends_from_two_threads_land_whole)
 {
     zr_testing_set_geometry(4096, 16);
@@ -332,6 +449,7 @@ Suite *suite_concurrency(void)
                         sizeof configs / sizeof configs[0]);
     tcase_add_test(tc, concurrent_gathers_share_one_dictionary);
     tcase_add_test(tc, appends_from_two_threads_land_whole);
+    tcase_add_test(tc, close_waits_for_a_gather_in_flight_and_refuses_new_ones);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -259,7 +259,15 @@ ZR_API void zr_remote_folders_free(char **names, size_t n);
  * Does not sync: appends since the last zr_sync are in the page cache,
  * readable by the next open, but a crash or power cut may lose them. To
  * make a writable store durable, call zr_sync before zr_close and check
- * its result (zr's writing commands and the Python binding's close() do). */
+ * its result (zr's writing commands and the Python binding's close() do).
+ *
+ * Thread rules: calls on the handle already running on other threads
+ * (gathers, appends, zr_sync, zr_verify and the rest) finish before the
+ * handle is freed, and any that begins while zr_close waits for them gets
+ * ZR_EINVAL. Once zr_close has returned the handle is freed memory: any
+ * later use, a second zr_close included, is undefined, as for free().
+ * The mappings and descriptors zr_record_span and zr_record_extent gave
+ * out end with it. */
 ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record
