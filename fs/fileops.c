@@ -296,10 +296,11 @@ void zfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
         fuse_reply_write(req, size);
 }
 
-/* A list written to .delete and not yet applied. */
+/* A list written to .delete and not yet applied, or one that failed. */
 static bool delete_pending(const struct zfs_handle *h)
 {
-    return h && h->type == ZFS_H_DELETE && (h->del.list.n > 0 || h->del.list.intok);
+    return h && h->type == ZFS_H_DELETE &&
+           (h->del.list.n > 0 || h->del.list.intok || h->del.list.err != 0);
 }
 
 void zfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -329,8 +330,9 @@ void zfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)ino;
     struct zfs_handle *h = (struct zfs_handle *)(uintptr_t)fi->fh;
     /* Normally FLUSH applied the list already; a descriptor passed to
-     * another process and closed there may leave one behind. */
-    if (delete_pending(h)) {
+     * another process and closed there may leave one behind. A failed
+     * list was reported to its writes and closes, and is never applied. */
+    if (delete_pending(h) && h->del.list.err == 0) {
         int rc = zfs_delete_commit(fs_of(req), h);
         if (rc != 0)
             fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .delete on release: %s\n", h->st->path,

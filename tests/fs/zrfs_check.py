@@ -27,6 +27,10 @@ with a message on the first difference and prints one line on success.
     zrfs_check.py files DIR SUFFIX LIST       record k (named k + SUFFIX) holds
                                               the bytes of the file on line k
     zrfs_check.py hwm PID                     prints the peak resident KiB
+    zrfs_check.py longlist MNT STORE N        a list of more than the most
+                                              indices, in one write loop, to
+                                              .gather and (-o rw) .delete:
+                                              E2BIG, and nothing applied
 """
 import errno
 import json
@@ -553,6 +557,66 @@ def cmd_hwm(pid):
     fail("no VmHWM for process " + pid)
 
 
+# The most indices one list may hold (ZFS_LIST_MAX).
+LIST_MAX = 1 << 24
+
+
+def write_loop(fd, data):
+    """Write all of data as a write loop does: the rest after a short count."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def cmd_longlist(mnt, store, n):
+    """A list one index longer than the most (plus a tail the kernel's
+    last request carries alone) fails with E2BIG, at a write or the
+    close, and nothing of it is applied."""
+    n = int(n)
+    d = os.path.join(mnt, store)
+    text = b"0 " * (LIST_MAX + 25)
+    names = lambda: sorted(x for x in os.listdir(d) if not x.startswith("."))
+    before = names()
+    if len(before) != n:
+        fail("%s lists %d records, expected %d" % (store, len(before), n))
+    first = open(os.path.join(d, "0"), "rb").read()
+    # .gather: the list fails, the read says so, and then the handle works.
+    fd = os.open(os.path.join(d, ".gather"), os.O_RDWR)
+    try:
+        os.write(fd, b"0\n")
+        batch = read_all(fd, 1 << 20)
+        expect_errno(errno.E2BIG, lambda: write_loop(fd, text), ".gather: a list of %d indices" % (LIST_MAX + 25))
+        expect_errno(errno.E2BIG, lambda: os.read(fd, 1 << 20), ".gather: a read after a list too long")
+        os.write(fd, b"0\n")
+        if read_all(fd, 1 << 20) != batch:
+            fail(".gather: the handle does not work after a list too long")
+    finally:
+        os.close(fd)
+    if not os.path.exists(os.path.join(d, ".delete")):
+        print("a list too long fails on .gather")
+        return
+    # .delete: every later write and the close fail; nothing is deleted.
+    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
+    closed = False
+    try:
+        expect_errno(errno.E2BIG, lambda: write_loop(fd, text), ".delete: a list of %d indices" % (LIST_MAX + 25))
+        expect_errno(errno.E2BIG, lambda: os.write(fd, b"1\n"), ".delete: a write after a list too long")
+        closed = True
+        expect_errno(errno.E2BIG, lambda: os.close(fd), ".delete: the close of a list too long")
+    finally:
+        if not closed:
+            os.close(fd)
+    after = names()
+    if after != before:
+        fail("%s: a list too long deleted %d records" % (store, len(before) - len(after)))
+    if open(os.path.join(d, "0"), "rb").read() != first:
+        fail("%s: a list too long changed record 0" % store)
+    with open(os.path.join(d, ".stats")) as f:
+        if json.load(f)["records"] != n:
+            fail("%s: .stats counts another number of records after a list too long" % store)
+    print("a list too long fails on .gather and .delete and deletes nothing")
+
+
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
@@ -581,6 +645,8 @@ def main(argv):
         cmd_files(*args)
     elif cmd == "hwm":
         cmd_hwm(*args)
+    elif cmd == "longlist":
+        cmd_longlist(*args)
     elif cmd == "npy":
         cmd_npy(args[0], args[1], args[2:])
     else:
