@@ -10,7 +10,9 @@
  *   .delete   (read-write mounts) the text written is an index list,
  *             deleted (swap-last) as one batch when the file is closed,
  *             so a list may take several writes and still be one batch;
- *             close(2) reports the outcome.
+ *             close(2) reports the outcome. A list refused after some of
+ *             it was taken fails every later write and the close as well
+ *             (indexlist.h), and nothing of it is deleted.
  *
  * Delete and compact take the store lock exclusively (the library needs
  * the handle to itself for them); after a delete, the kernel is told to
@@ -286,12 +288,11 @@ int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
         return -EROFS;
     if (!h->st->zs)
         return -EIO;
+    /* A failed list stays failed (indexlist.h) until the handle closes:
+     * its close reports it, and nothing of it is deleted. */
     struct zfs_idxlist *list = &h->del.list;
     zfs_idxlist_set_limit(list, zr_len(h->st->zs));
-    int rc = zfs_idxlist_feed(list, buf, len);
-    if (rc != 0)
-        zfs_idxlist_reset(list);
-    return rc;
+    return zfs_idxlist_feed(list, buf, len);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -308,10 +309,10 @@ int zfs_delete_commit(struct zfs_fs *fs, struct zfs_handle *h)
         return -EIO;
     zfs_idxlist_set_limit(list, zr_len(st->zs));
     int rc = zfs_idxlist_finish(list);
-    if (rc != 0 || list->n == 0) {
-        zfs_idxlist_reset(list);
-        return rc;
-    }
+    if (rc != 0)
+        return rc; /* kept failed: every close of the descriptor says so */
+    if (list->n == 0)
+        return 0;
     uint64_t *idx = list->idx;
     size_t n = list->n;
     pthread_rwlock_wrlock(&st->lock);

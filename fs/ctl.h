@@ -16,7 +16,8 @@ int zfs_compact_run(struct zfs_fs *fs, struct zfs_handle *h);
 int zfs_compact_read(struct zfs_fs *fs, struct zfs_handle *h, size_t size, const char **p,
                      size_t *n);
 int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, size_t len);
-/* Delete the list written to h so far, if any, as one batch. */
+/* Delete the list written to h so far, if any, as one batch. A list that
+ * failed is never applied: its error comes back from every call. */
 int zfs_delete_commit(struct zfs_fs *fs, struct zfs_handle *h);
 
 #endif

@@ -17,6 +17,7 @@
 #include "fs/fileops.h"
 #include "fs/gather.h"
 #include "fs/inode.h"
+#include "fs/notify.h"
 #include "fs/record.h"
 
 static struct zfs_fs *fs_of(fuse_req_t req)
@@ -287,6 +288,14 @@ void zfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
         else
             rc = zfs_delete_write(fs, h, buf, size);
         pthread_mutex_unlock(&h->mu);
+        /* A compaction is answered once the kernel has heard of it. */
+        if (h->type == ZFS_H_COMPACT) {
+            if (rc != 0)
+                zfs_notify_reply_err(req, -rc);
+            else
+                zfs_notify_reply_write(req, size);
+            return;
+        }
     } else {
         rc = -EBADF;
     }
@@ -296,10 +305,11 @@ void zfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
         fuse_reply_write(req, size);
 }
 
-/* A list written to .delete and not yet applied. */
+/* A list written to .delete and not yet applied, or one that failed. */
 static bool delete_pending(const struct zfs_handle *h)
 {
-    return h && h->type == ZFS_H_DELETE && (h->del.list.n > 0 || h->del.list.intok);
+    return h && h->type == ZFS_H_DELETE &&
+           (h->del.list.n > 0 || h->del.list.intok || h->del.list.err != 0);
 }
 
 void zfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -314,12 +324,18 @@ void zfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ENOSYS);
         return;
     }
-    /* close(2) of .delete applies the list, and returns its outcome. */
+    /* close(2) of .delete applies the list, and returns its outcome once
+     * the kernel has been told what changed (notify.c). */
     if (h && h->type == ZFS_H_DELETE) {
         pthread_mutex_lock(&h->mu);
-        if (delete_pending(h))
+        bool pending = delete_pending(h);
+        if (pending)
             rc = zfs_delete_commit(fs_of(req), h);
         pthread_mutex_unlock(&h->mu);
+        if (pending) {
+            zfs_notify_reply_err(req, -rc);
+            return;
+        }
     }
     fuse_reply_err(req, -rc);
 }
@@ -329,8 +345,9 @@ void zfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)ino;
     struct zfs_handle *h = (struct zfs_handle *)(uintptr_t)fi->fh;
     /* Normally FLUSH applied the list already; a descriptor passed to
-     * another process and closed there may leave one behind. */
-    if (delete_pending(h)) {
+     * another process and closed there may leave one behind. A failed
+     * list was reported to its writes and closes, and is never applied. */
+    if (delete_pending(h) && h->del.list.err == 0) {
         int rc = zfs_delete_commit(fs_of(req), h);
         if (rc != 0)
             fuse_log(FUSE_LOG_ERR, "zrecordfs: %s: .delete on release: %s\n", h->st->path,

@@ -8,7 +8,11 @@
  * The list is per open handle. The first read after it (with O_DIRECT,
  * the size request the kernel makes before that read) ends the list and
  * gathers the whole batch in one library call, and reads hand it out
- * until a write starts a new list. The batch buffer stays with the handle
+ * until a write starts a new list. A list refused (EINVAL, E2BIG) after
+ * some of it was taken fails every write after it as well, up to that
+ * read, which fails too and discards it: the kernel passes a long
+ * write(2) on in several requests, and the rest of one must not become a
+ * batch of its own (indexlist.h). The batch buffer stays with the handle
  * and is reused by the next batch, so a training loop's steady state
  * neither allocates nor page-faults. A Dense raw store of wide records on
  * a read-only mount needs no buffer at all: each read is answered with the
@@ -367,10 +371,11 @@ int zfs_gather_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
         drop_answer(h);
         zfs_idxlist_reset(&g->list);
     }
+    /* A failed list stays failed (indexlist.h) until the read that
+     * reports it discards it (gather_prepare). */
     zfs_idxlist_set_limit(&g->list, zr_len(st->zs));
     int rc = zfs_idxlist_feed(&g->list, buf, len);
     if (rc != 0) {
-        zfs_idxlist_reset(&g->list);
         size_forget(h);
         return rc;
     }

@@ -9,6 +9,10 @@
  * therefore keeps the value of a half-read number between calls and checks
  * each index against the record count as soon as it is complete, so a bad
  * list is refused at the write that carries the mistake whenever possible.
+ * A list refused after some of it was taken stays refused until its
+ * owner resets it: the kernel cuts one long write(2) into several
+ * requests and reports the pieces before a refused one written, so the
+ * writer's loop then sends the rest, which is no list of its own.
  * Leading zeros are accepted (seq -w writes them); signs, spaces inside a
  * number and anything else are not.
  */
@@ -25,6 +29,8 @@ void zfs_idxlist_init(struct zfs_idxlist *l, uint64_t limit, size_t max)
     l->max = max;
     l->cur = 0;
     l->intok = false;
+    l->taken = false;
+    l->err = 0;
 }
 
 void zfs_idxlist_reset(struct zfs_idxlist *l)
@@ -32,6 +38,8 @@ void zfs_idxlist_reset(struct zfs_idxlist *l)
     l->n = 0;
     l->cur = 0;
     l->intok = false;
+    l->taken = false;
+    l->err = 0;
 }
 
 void zfs_idxlist_set_limit(struct zfs_idxlist *l, uint64_t limit)
@@ -45,6 +53,19 @@ void zfs_idxlist_free(struct zfs_idxlist *l)
     l->idx = NULL;
     l->n = l->cap = 0;
     l->intok = false;
+    l->taken = false;
+    l->err = 0;
+}
+
+/* An error: the list fails with rc from now on once some of it was
+ * taken, and is discarded otherwise (see zfs_idxlist_feed). */
+static int fail(struct zfs_idxlist *l, int rc)
+{
+    if (l->taken)
+        l->err = rc;
+    else
+        zfs_idxlist_reset(l);
+    return rc;
 }
 
 /* Append the completed number in l->cur. */
@@ -72,6 +93,8 @@ static int push(struct zfs_idxlist *l)
 
 int zfs_idxlist_feed(struct zfs_idxlist *l, const char *buf, size_t len)
 {
+    if (l->err)
+        return l->err;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)buf[i];
         if (c >= '0' && c <= '9') {
@@ -79,23 +102,30 @@ int zfs_idxlist_feed(struct zfs_idxlist *l, const char *buf, size_t len)
              * last write cut. */
             size_t n = dec_take(buf + i, len - i, &l->cur);
             if (n == DEC_TOO_BIG)
-                return -EINVAL;
+                return fail(l, -EINVAL);
             l->intok = true;
             i += n - 1;
         } else if (c == ' ' || c == '\t' || c == ',' || c == '\n' || c == '\r') {
             if (l->intok) {
                 int rc = push(l);
                 if (rc != 0)
-                    return rc;
+                    return fail(l, rc);
             }
         } else {
-            return -EINVAL;
+            return fail(l, -EINVAL);
         }
     }
+    if (len > 0)
+        l->taken = true;
     return 0;
 }
 
 int zfs_idxlist_finish(struct zfs_idxlist *l)
 {
-    return l->intok ? push(l) : 0;
+    if (l->err)
+        return l->err;
+    int rc = l->intok ? push(l) : 0;
+    if (rc != 0)
+        l->err = rc; /* a number was cut, so some of the list was taken */
+    return rc;
 }

@@ -4,7 +4,7 @@
 # compacts; after each, every record (including through descriptors
 # opened before) reads as a model of swap-last deletion says, nothing
 # stale is served, and the stores stay that way after a remount. Bad
-# lists give EINVAL, rm gives EPERM.
+# lists give EINVAL, too long ones E2BIG, rm gives EPERM.
 . "$(dirname "$0")/lib.sh"
 
 make_tree
@@ -54,6 +54,25 @@ try:
 except OSError as e:
     if e.errno != errno.EINVAL:
         sys.exit("closing with 39 pending gave %s" % errno.errorcode[e.errno])
+# Refused after some of the list was taken: every later write and the
+# close fail too (what follows may be the rest of one write(2) that the
+# kernel passed on in pieces).
+for first, bad in [(b"1 ", b"x"), (b"1 2", b"9 0")]:
+    fd = os.open(d + "/.delete", os.O_WRONLY)
+    os.write(fd, first)
+    for text in (bad, b"0\n"):
+        try:
+            os.write(fd, text)
+            sys.exit("%r after %r was accepted" % (text, first))
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                sys.exit("%r after %r gave %s" % (text, first, errno.errorcode[e.errno]))
+    try:
+        os.close(fd)
+        sys.exit("closing after %r %r succeeded" % (first, bad))
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            sys.exit("closing after %r %r gave %s" % (first, bad, errno.errorcode[e.errno]))
 if len([n for n in os.listdir(d) if not n.startswith(".")]) != 4:
     sys.exit("a refused list deleted something")
 PYEOF
@@ -62,6 +81,11 @@ cmp -s "$m/scalar_i8/0" "$tmp/exp/scalar_i8/4" || fail "scalar_i8/0 should be th
 $CHECK errno read "$m/scalar_i8/.delete" EACCES  unlink "$m/scalar_i8/1" EPERM \
     write "$m/scalar_i8/1" EACCES  create "$m/scalar_i8/new" EPERM  mkdir "$m/scalar_i8/d" EPERM
 ok "bad lists give EINVAL and change nothing; rm gives EPERM"
+
+# A list longer than the most, sent by one write loop: the kernel passes
+# it on in pieces; E2BIG, and nothing of it is applied.
+$CHECK longlist "$m" ragged_raw "$(records_of ragged_raw)"
+ok "a list of more than 16,777,216 indices fails with E2BIG and changes nothing"
 
 # Compaction: the space comes back, the records do not change.
 for s in dense/raw_f4 ragged_zstd deep/a/b/ragged_dict; do

@@ -27,6 +27,15 @@ with a message on the first difference and prints one line on success.
     zrfs_check.py files DIR SUFFIX LIST       record k (named k + SUFFIX) holds
                                               the bytes of the file on line k
     zrfs_check.py hwm PID                     prints the peak resident KiB
+    zrfs_check.py longlist MNT STORE N        a list of more than the most
+                                              indices, in one write loop, to
+                                              .gather and (-o rw) .delete:
+                                              E2BIG, and nothing applied
+    zrfs_check.py race MNT N SECONDS          4 readers of record files and
+                                              small .deletes at once on the
+                                              mount of a zrfs-mkstores count
+                                              store of N records; a mount that
+                                              stops answering is aborted
 """
 import errno
 import json
@@ -37,6 +46,7 @@ import stat
 import struct
 import sys
 import threading
+import time
 
 
 def fail(msg):
@@ -553,6 +563,211 @@ def cmd_hwm(pid):
     fail("no VmHWM for process " + pid)
 
 
+# The most indices one list may hold (ZFS_LIST_MAX).
+LIST_MAX = 1 << 24
+
+
+def write_loop(fd, data):
+    """Write all of data as a write loop does: the rest after a short count."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def cmd_longlist(mnt, store, n):
+    """A list one index longer than the most (plus a tail the kernel's
+    last request carries alone) fails with E2BIG, at a write or the
+    close, and nothing of it is applied."""
+    n = int(n)
+    d = os.path.join(mnt, store)
+    text = b"0 " * (LIST_MAX + 25)
+    names = lambda: sorted(x for x in os.listdir(d) if not x.startswith("."))
+    before = names()
+    if len(before) != n:
+        fail("%s lists %d records, expected %d" % (store, len(before), n))
+    first = open(os.path.join(d, "0"), "rb").read()
+    # .gather: the list fails, the read says so, and then the handle works.
+    fd = os.open(os.path.join(d, ".gather"), os.O_RDWR)
+    try:
+        os.write(fd, b"0\n")
+        batch = read_all(fd, 1 << 20)
+        expect_errno(errno.E2BIG, lambda: write_loop(fd, text), ".gather: a list of %d indices" % (LIST_MAX + 25))
+        expect_errno(errno.E2BIG, lambda: os.read(fd, 1 << 20), ".gather: a read after a list too long")
+        os.write(fd, b"0\n")
+        if read_all(fd, 1 << 20) != batch:
+            fail(".gather: the handle does not work after a list too long")
+    finally:
+        os.close(fd)
+    if not os.path.exists(os.path.join(d, ".delete")):
+        print("a list too long fails on .gather")
+        return
+    # .delete: every later write and the close fail; nothing is deleted.
+    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
+    closed = False
+    try:
+        expect_errno(errno.E2BIG, lambda: write_loop(fd, text), ".delete: a list of %d indices" % (LIST_MAX + 25))
+        expect_errno(errno.E2BIG, lambda: os.write(fd, b"1\n"), ".delete: a write after a list too long")
+        closed = True
+        expect_errno(errno.E2BIG, lambda: os.close(fd), ".delete: the close of a list too long")
+    finally:
+        if not closed:
+            os.close(fd)
+    after = names()
+    if after != before:
+        fail("%s: a list too long deleted %d records" % (store, len(before) - len(after)))
+    if open(os.path.join(d, "0"), "rb").read() != first:
+        fail("%s: a list too long changed record 0" % store)
+    with open(os.path.join(d, ".stats")) as f:
+        if json.load(f)["records"] != n:
+            fail("%s: .stats counts another number of records after a list too long" % store)
+    print("a list too long fails on .gather and .delete and deletes nothing")
+
+
+def fuse_connection(mnt):
+    """The number of mnt's FUSE connection (/sys/fs/fuse/connections), read
+    from mountinfo, which asks the file system nothing."""
+    mnt = os.path.realpath(mnt)
+    conn = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == mnt and " - fuse" in line:
+                conn = fields[2].split(":")[1]
+    return conn
+
+
+def abort_connection(conn):
+    try:
+        with open("/sys/fs/fuse/connections/%s/abort" % conn, "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
+
+
+def race_reader(d, hot, count, slot, deadline):
+    rng = random.Random(slot)
+    while time.monotonic() < deadline:
+        i = rng.randrange(hot) if rng.random() < 0.9 else rng.randrange(hot, hot + 64)
+        try:
+            fd = os.open(os.path.join(d, str(i)), os.O_RDONLY)
+            try:
+                os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ESTALE):
+                fail("reader %d: record %d: %s" % (slot, i, os.strerror(e.errno)))
+        count[slot] += 1
+
+
+def race_deleter(d, n, hot, count, slot, deadline):
+    """Small swap-last deletes in the records the readers read; after each
+    close, what changed reads anew and what went is gone."""
+    rng = random.Random(12345)
+    model = list(range(n))
+    while time.monotonic() < deadline and len(model) > hot + 64:
+        idx = rng.sample(range(hot), rng.randint(1, 3))
+        with open(os.path.join(d, ".delete"), "w") as f:
+            f.write(" ".join(map(str, idx)))
+        old = len(model)
+        for i in sorted(idx, reverse=True):
+            model[i] = model[-1]
+            model.pop()
+        for i in idx:
+            if i < len(model):
+                with open(os.path.join(d, str(i)), "rb") as f:
+                    if f.read() != bytes([model[i] % 251]):
+                        fail("record %d is stale after a delete" % i)
+        for i in range(len(model), old):
+            if os.path.exists(os.path.join(d, str(i))):
+                fail("record %d is still there after a delete" % i)
+        count[slot] += 1
+        time.sleep(rng.random() * 0.002)
+    # Every record, in one batch, as the model says.
+    fd = os.open(os.path.join(d, ".gather"), os.O_RDWR)
+    try:
+        os.write(fd, " ".join(map(str, range(len(model)))).encode())
+        if read_all(fd, 1 << 20) != bytes(m % 251 for m in model):
+            fail("after %d deletes the records differ from the model" % count[slot])
+    finally:
+        os.close(fd)
+
+
+def cmd_race(mnt, n, seconds):
+    """4 reader processes and a deleter for SECONDS on a zrfs-mkstores
+    count store of N records mounted -o rw at MNT (record i holds the byte
+    i % 251). A worker that makes no progress for HANG seconds means the
+    mount stopped answering: it is aborted, so that the blocked processes
+    end and the test fails instead of hanging."""
+    HANG = 15
+    n, seconds = int(n), float(seconds)
+    conn = fuse_connection(mnt)
+    if conn is None:
+        fail("%s is not a FUSE mount" % mnt)
+    hot, nreaders = 64, 4
+    count = mmap.mmap(-1, 8 * (nreaders + 1))
+    deadline = time.monotonic() + seconds
+    pids = []
+    for slot in range(nreaders + 1):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                cnt = memoryview(count).cast("Q")
+                if slot < nreaders:
+                    race_reader(mnt, hot, cnt, slot, deadline)
+                else:
+                    race_deleter(mnt, n, hot, cnt, slot, deadline)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+            except BaseException as e:
+                print("FAIL: worker %d: %r" % (slot, e), file=sys.stderr)
+                code = 1
+            os._exit(code)
+        pids.append(pid)
+    cnt = memoryview(count).cast("Q")
+    last, seen = [0] * len(pids), [time.monotonic()] * len(pids)
+    status, hung = {}, None
+    while len(status) < len(pids):
+        time.sleep(0.2)
+        now = time.monotonic()
+        for k, pid in enumerate(pids):
+            if pid in status:
+                continue
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got:
+                status[pid] = os.waitstatus_to_exitcode(st)
+            elif cnt[k] != last[k]:
+                last[k], seen[k] = cnt[k], now
+            elif now - seen[k] > HANG:
+                hung = k
+        if hung is not None:
+            break
+    if hung is not None:
+        aborted = abort_connection(conn)
+        for pid in pids:
+            if pid not in status:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+        end = time.monotonic() + 10
+        while time.monotonic() < end and len(status) < len(pids):
+            for pid in pids:
+                if pid not in status and os.waitpid(pid, os.WNOHANG)[0]:
+                    status[pid] = -9
+            time.sleep(0.1)
+        fail("the mount stopped answering: %s %d made no progress for %d s (%s, %s); "
+             "operations: %s" % ("reader" if hung < nreaders else "the deleter", hung, HANG,
+                                 "aborted" if aborted else "could not abort connection " + conn,
+                                 "%d workers left blocked" % (len(pids) - len(status)), list(cnt)))
+    bad = [k for k, pid in enumerate(pids) if status[pid] != 0]
+    if bad:
+        fail("workers %s failed (operations: %s)" % (bad, list(cnt)))
+    print("%d reads and %d deletes in %g s" % (sum(cnt[:nreaders]), cnt[nreaders], seconds))
+
+
 def main(argv):
     if len(argv) < 2:
         fail(__doc__)
@@ -581,6 +796,10 @@ def main(argv):
         cmd_files(*args)
     elif cmd == "hwm":
         cmd_hwm(*args)
+    elif cmd == "longlist":
+        cmd_longlist(*args)
+    elif cmd == "race":
+        cmd_race(*args)
     elif cmd == "npy":
         cmd_npy(args[0], args[1], args[2:])
     else:
