@@ -59,6 +59,15 @@ sorted_names "$pkg" '*.py' | grep -v -x '_libdir.py' >"$T/installed-modules" || 
 missing=$(LC_ALL=C comm -23 "$T/src-modules" "$T/installed-modules")
 [ -z "$missing" ] || fail "make install leaves out of the package: $(echo $missing)"
 
+# A library built with --enable-sanitizers needs their runtimes loaded
+# first in the interpreter, which is not built with them (as pytest.sh).
+asan=$(ldd "$lib" | awk '/libasan/ { print $3 }')
+ubsan=$(ldd "$lib" | awk '/libubsan/ { print $3 }')
+if [ -n "$asan" ]; then
+    export LD_PRELOAD="$asan${ubsan:+ $ubsan}"
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
+
 # Each module imports from the staging folder, none from the source tree.
 # The recorded library folder is the final one, not the staging one, so
 # the library is named here.
