@@ -10,9 +10,9 @@
  *   .delete   (read-write mounts) the text written is an index list,
  *             deleted (swap-last) as one batch when the file is closed,
  *             so a list may take several writes and still be one batch;
- *             close(2) reports the outcome. A list refused after some of
- *             it was taken fails every later write and the close as well
- *             (indexlist.h), and nothing of it is deleted.
+ *             close(2) reports the outcome. A refused list fails every
+ *             later write to the handle and its close as well, and
+ *             nothing written to the handle is deleted.
  *
  * Delete and compact take the store lock exclusively (the library needs
  * the handle to itself for them); after a delete, the kernel is told to
@@ -288,11 +288,17 @@ int zfs_delete_write(struct zfs_fs *fs, struct zfs_handle *h, const char *buf, s
         return -EROFS;
     if (!h->st->zs)
         return -EIO;
-    /* A failed list stays failed (indexlist.h) until the handle closes:
-     * its close reports it, and nothing of it is deleted. */
+    /* A failed list stays failed until the handle closes, even when it
+     * failed at its first write: every later write and the close report
+     * it, and nothing written to the handle is deleted. A careless
+     * writer that goes on after an error must not delete a list of its
+     * tail. */
     struct zfs_idxlist *list = &h->del.list;
     zfs_idxlist_set_limit(list, zr_len(h->st->zs));
-    return zfs_idxlist_feed(list, buf, len);
+    int rc = zfs_idxlist_feed(list, buf, len);
+    if (rc < 0)
+        list->err = rc;
+    return rc;
 }
 
 static int cmp_u64(const void *a, const void *b)

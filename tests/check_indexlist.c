@@ -232,6 +232,27 @@ START_TEST(a_long_list_in_odd_pieces_keeps_every_index)
 }
 END_TEST
 
+/* An error after a piece was taken sticks until reset, at every later
+ * feed and at finish; one in the first piece discards the list, and the
+ * next piece starts a new one. */
+START_TEST(an_error_after_a_taken_piece_sticks_until_reset)
+{
+    struct zfs_idxlist l = {0};
+    zfs_idxlist_init(&l, 100, 1000);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "1 2 ", 4), 0);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "x", 1), -EINVAL);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "3 ", 2), -EINVAL);
+    ck_assert_int_eq(zfs_idxlist_finish(&l), -EINVAL);
+    zfs_idxlist_reset(&l);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "x", 1), -EINVAL);
+    ck_assert_int_eq(zfs_idxlist_feed(&l, "3 4", 3), 0);
+    ck_assert_int_eq(zfs_idxlist_finish(&l), 0);
+    const uint64_t want[] = {3, 4};
+    assert_list(&l, want, 2);
+    zfs_idxlist_free(&l);
+}
+END_TEST
+
 Suite *suite_indexlist(void)
 {
     Suite *s = suite_create("indexlist");
@@ -250,6 +271,7 @@ Suite *suite_indexlist(void)
     tcase_add_test(tc, more_indices_than_the_maximum_is_e2big);
     tcase_add_test(tc, reset_after_an_error_makes_the_list_usable);
     tcase_add_test(tc, a_long_list_in_odd_pieces_keeps_every_index);
+    tcase_add_test(tc, an_error_after_a_taken_piece_sticks_until_reset);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,21 +31,31 @@ cmp -s "$m/dense/zstd_u2/2" "$tmp/exp/dense/zstd_u2/39" || fail "after echo 2 > 
 $CHECK errno read "$m/dense/zstd_u2/39" ENOENT
 ok "deletes, in one and in several writes, read back as swap-last"
 
-# Bad lists: EINVAL at the write, or at the close for a last number; the
-# descriptor stays usable; nothing is deleted by a refused list.
+# Bad lists: EINVAL at the write, or at the close for a last number, and
+# at every later write and the close; nothing is deleted by a refused list.
 # (A good list first: deleting 0 of scalar_i8 moves its record 4 there.)
 $CHECK errno write "$m/scalar_i8/.delete" OK
 $PY - "$m/scalar_i8" << 'PYEOF' || fail "bad .delete lists"
 import errno, os, sys
 d = sys.argv[1]
-fd = os.open(d + "/.delete", os.O_WRONLY)
+# A list refused at its first write: the next write and the close fail
+# too, so what a writer sends on after the error deletes nothing.
 for bad in [b"x", b"-1", b"4 ", b"1.5"]:
+    fd = os.open(d + "/.delete", os.O_WRONLY)
+    for text in (bad, b"0\n"):
+        try:
+            os.write(fd, text)
+            sys.exit("%r (after %r) was accepted" % (text, bad))
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                sys.exit("%r (after %r) gave %s" % (text, bad, errno.errorcode[e.errno]))
     try:
-        os.write(fd, bad)
-        sys.exit("%r was accepted" % bad)
+        os.close(fd)
+        sys.exit("closing after %r succeeded" % bad)
     except OSError as e:
         if e.errno != errno.EINVAL:
-            sys.exit("%r gave %s" % (bad, errno.errorcode[e.errno]))
+            sys.exit("closing after %r gave %s" % (bad, errno.errorcode[e.errno]))
+fd = os.open(d + "/.delete", os.O_WRONLY)
 os.write(fd, b"3")
 try:
     os.write(fd, b"9")   # 39 is out of range: refused when the number ends

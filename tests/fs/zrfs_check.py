@@ -612,6 +612,18 @@ def cmd_longlist(mnt, store, n):
     finally:
         if not closed:
             os.close(fd)
+    # A list refused at its first write sticks the same way: what a
+    # careless writer sends after the error is not deleted either.
+    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
+    closed = False
+    try:
+        expect_errno(errno.EINVAL, lambda: os.write(fd, b"1 x\n"), ".delete: a bad first write")
+        expect_errno(errno.EINVAL, lambda: os.write(fd, b"1\n"), ".delete: a write after a bad one")
+        closed = True
+        expect_errno(errno.EINVAL, lambda: os.close(fd), ".delete: the close after a bad write")
+    finally:
+        if not closed:
+            os.close(fd)
     after = names()
     if after != before:
         fail("%s: a list too long deleted %d records" % (store, len(before) - len(after)))
