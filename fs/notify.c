@@ -89,8 +89,12 @@ static void answer(const struct job *j)
 static void run(void *arg, struct zr_qitem *it)
 {
     struct job *j = ZR_WORKQ_ENTRY(it, struct job, item);
-    if (j->st)
-        invalidate(arg, j);
+    struct zfs_fs *fs = arg;
+    /* Once the loop has ended (a signal while mounted) no read is served
+     * any more, and an invalidation could wait for one for ever: the
+     * queue is drained of its answers alone. */
+    if (j->st && !fuse_session_exited(fs->se))
+        invalidate(fs, j);
     if (j->req)
         answer(j);
     free(j);

@@ -54,26 +54,30 @@ zr_store *zr_store_alloc(const char *path, bool writable)
     return s;
 }
 
+/* Atomics rather than the mutex on the way in and out: a by-reference
+ * .gather of zrecordfs makes one call per record from every FUSE thread.
+ * Both sides write their own flag and then read the other's (sequentially
+ * consistent), so a call and zr_close never both miss each other. */
 int zr_store_enter(zr_store *s, const char *call)
 {
     if (!s)
         return 0;
-    pthread_mutex_lock(&s->use_lock);
-    bool closing = s->closing;
-    if (!closing)
-        s->users++;
-    pthread_mutex_unlock(&s->use_lock);
-    return closing ? zr_err(ZR_EINVAL, "%s: the handle of %s is being closed", call, s->path) : 0;
+    atomic_fetch_add(&s->users, 1);
+    if (!atomic_load(&s->closing))
+        return 0;
+    zr_store_leave(s);
+    return zr_err(ZR_EINVAL, "%s: the handle of %s is being closed", call, s->path);
 }
 
 void zr_store_leave(zr_store *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->use_lock);
-    if (--s->users == 0 && s->closing)
+    if (atomic_fetch_sub(&s->users, 1) == 1 && atomic_load(&s->closing)) {
+        pthread_mutex_lock(&s->use_lock);
         pthread_cond_broadcast(&s->use_cv);
-    pthread_mutex_unlock(&s->use_lock);
+        pthread_mutex_unlock(&s->use_lock);
+    }
 }
 
 ZR_API void zr_close(zr_store *s)
@@ -82,12 +86,16 @@ ZR_API void zr_close(zr_store *s)
         return;
     /* A gather on another thread finishes before anything it reads is
      * freed; a call that starts meanwhile is refused. Nothing can guard a
-     * call that starts after this returns: the handle is gone. */
-    pthread_mutex_lock(&s->use_lock);
-    s->closing = true;
-    while (s->users > 0)
-        pthread_cond_wait(&s->use_cv, &s->use_lock);
-    pthread_mutex_unlock(&s->use_lock);
+     * call that starts after this returns: the handle is gone. In a child
+     * of fork() the calls counted were the parent's threads', which the
+     * child does not have: it waits for none. */
+    atomic_store(&s->closing, true);
+    if (getpid() == s->owner) {
+        pthread_mutex_lock(&s->use_lock);
+        while (atomic_load(&s->users) > 0)
+            pthread_cond_wait(&s->use_cv, &s->use_lock);
+        pthread_mutex_unlock(&s->use_lock);
+    }
     zr_tables_free(s);
     if (s->remote)
         zr_remote_close(s);

@@ -168,10 +168,10 @@ struct zr_store {
 
     /* The public calls in flight on the handle, which zr_close waits for;
      * once it has begun, closing refuses new ones (engine.c). */
-    pthread_mutex_t use_lock;
+    _Atomic unsigned users;
+    _Atomic bool closing;
+    pthread_mutex_t use_lock; /* with use_cv, only for close's wait */
     pthread_cond_t use_cv;
-    unsigned users;
-    bool closing;
 };
 
 /* Making a handle (engine.c): allocate one for path, with its locks and

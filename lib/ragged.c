@@ -169,7 +169,7 @@ static int gather_ragged_alloc_in(zr_store *s, const uint64_t *idx, size_t n,
     if (!b || !sizes || !offsets || !(b->recs = zr_calloc(n ? n : 1, sizeof *b->recs)))
         rc = zr_err(ZR_ENOMEM, "allocating a batch of %zu records", n);
     if (rc == 0)
-        rc = zr_ragged_sizes(s, idx, n, sizes);
+        rc = ragged_sizes_in(s, idx, n, sizes);
     uint64_t total = 0;
     for (size_t k = 0; rc == 0 && k < n; k++) {
         offsets[k] = total;
@@ -178,7 +178,7 @@ static int gather_ragged_alloc_in(zr_store *s, const uint64_t *idx, size_t n,
     if (rc == 0 && (total > SIZE_MAX || !(b->buf = zr_malloc(total ? total : 1))))
         rc = zr_err(ZR_ENOMEM, "allocating %llu bytes for a batch", (unsigned long long)total);
     if (rc == 0)
-        rc = zr_gather_ragged(s, idx, n, b->buf, offsets);
+        rc = gather_ragged_in(s, idx, n, b->buf, offsets);
     for (size_t k = 0; rc == 0 && k < n; k++)
         rc = zr_ragged_view((uint8_t *)b->buf + offsets[k], sizes[k], s->id.itemsize, &b->recs[k]);
     zr_free(sizes);
@@ -195,6 +195,8 @@ static int gather_ragged_alloc_in(zr_store *s, const uint64_t *idx, size_t n,
 ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
                                   zr_ragged_batch **out)
 {
+    if (out)
+        *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_gather_ragged_alloc");
     if (rc != 0)
         return rc;
@@ -483,7 +485,7 @@ static int gather_packed_inplace(zr_store *s, const uint64_t *idx, size_t n, int
         rc = zr_err(ZR_ENOMEM, "gathering a packed batch of %zu records", n);
         goto done;
     }
-    if ((rc = zr_ragged_sizes(s, idx, n, sizes)) != 0)
+    if ((rc = ragged_sizes_in(s, idx, n, sizes)) != 0)
         goto done;
     /* Record 0 alone: its prefix says how long the others' should be. */
     if (!(first = zr_malloc(sizes[0] ? sizes[0] : 1))) {
@@ -565,7 +567,7 @@ static int gather_ragged_dense_in(zr_store *s, const uint64_t *idx, size_t n, in
             return rc;
     }
     zr_ragged_batch *b;
-    int rc = zr_gather_ragged_alloc(s, idx, n, &b);
+    int rc = gather_ragged_alloc_in(s, idx, n, &b);
     if (rc != 0)
         return rc;
     rc = zr_ragged_densify(b->recs, n, s->id.itemsize, layout, rows, pad, out);
@@ -576,6 +578,8 @@ static int gather_ragged_dense_in(zr_store *s, const uint64_t *idx, size_t n, in
 ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, int layout,
                                   uint64_t rows, const void *pad, zr_ragged_dense **out)
 {
+    if (out)
+        *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_gather_ragged_dense");
     if (rc != 0)
         return rc;

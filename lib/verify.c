@@ -485,6 +485,8 @@ static int verify_in(zr_store *s, zr_verify_report **out)
 
 ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
 {
+    if (out)
+        *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_verify");
     if (rc != 0)
         return rc;

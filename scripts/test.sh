@@ -40,13 +40,15 @@ san_status=0
 if [ "${LOADERX_SANITIZERS:-1}" != 0 ]; then
     # A configured source folder refuses a second build beside it: the
     # sanitizer build gets a copy of the distributed sources.
+    # The folder is readable by all: some tests run zr as another user.
     san=$(mktemp -d "${TMPDIR:-/tmp}/loaderx-sanitizers.XXXXXX")
+    chmod 755 "$san"
     make -s distdir distdir="$san/src"
     (
-        cd "$san/src"
-        ./configure --enable-sanitizers
-        make -j"$(nproc)"
-        make -j"$(nproc)" check
+        cd "$san/src" &&
+            ./configure --enable-sanitizers &&
+            make -j"$(nproc)" &&
+            make -j"$(nproc)" check
     ) || san_status=$?
     summarise "$san/src" "ASan and UBSan" "$san_status"
     [ "$san_status" -ne 0 ] || rm -rf "$san"

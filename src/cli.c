@@ -365,19 +365,17 @@ int cli_out_open(struct cli_out *o, const char *path)
             return cli_fail("%s: %s", path, strerror(errno));
         st.st_mode = S_IFREG; /* nothing there yet: a new file */
     } else if (S_ISLNK(st.st_mode)) {
-        target = realpath(path, NULL);
-        if (!target || stat(target, &st) != 0) {
-            int e = errno;
-            free(target);
+        /* stat follows the link: /dev/stdout to a pipe names no path that
+         * realpath could give, but opens as the pipe. Only a regular file
+         * is renamed over, so only its path is needed. */
+        if (stat(path, &st) != 0)
             return cli_fail("%s is a symlink whose target cannot be reached: %s", path,
-                            strerror(e));
-        }
+                            strerror(errno));
+        if (S_ISREG(st.st_mode) && !(target = realpath(path, NULL)))
+            return cli_fail("%s: %s", path, strerror(errno));
     }
-    if (!S_ISREG(st.st_mode)) {
-        int rc = out_open_stream(o, target ? target : path, &st);
-        free(target);
-        return rc;
-    }
+    if (!S_ISREG(st.st_mode))
+        return out_open_stream(o, path, &st);
     const char *dest = target ? target : path;
     size_t n = strlen(dest) + 16;
     o->path = target ? target : strdup(path);
@@ -414,6 +412,13 @@ int cli_out_commit(struct cli_out *o)
     if (close(o->fd) != 0 && rc == EXIT_OK)
         rc = cli_fail("%s: %s", o->path, strerror(errno));
     o->fd = -1;
+    /* What was a regular file or nothing at open may have been replaced
+     * since: a device or FIFO put there meanwhile is left alone. */
+    struct stat now;
+    if (rc == EXIT_OK && o->tmp && lstat(o->path, &now) == 0 && !S_ISREG(now.st_mode))
+        rc = cli_fail("%s was replaced by something other than a regular file while it "
+                      "was written; it is left as it is",
+                      o->path);
     if (rc == EXIT_OK && o->tmp && rename(o->tmp, o->path) != 0)
         rc = cli_fail("%s: %s", o->path, strerror(errno));
     if (rc != EXIT_OK) {

@@ -363,11 +363,8 @@ START_TEST(close_waits_for_a_gather_in_flight_and_refuses_new_ones)
     pthread_mutex_unlock(&gate.lock);
     ck_assert_msg(held, "the gather allocated nothing: no gate held it");
     ck_assert_int_eq(pthread_create(&c, NULL, close_store, &f), 0);
-    for (bool closing = false; !closing; sched_yield()) {
-        pthread_mutex_lock(&f.s->use_lock);
-        closing = f.s->closing;
-        pthread_mutex_unlock(&f.s->use_lock);
-    }
+    while (!atomic_load(&f.s->closing))
+        sched_yield();
     int32_t buf[40];
     const uint64_t one = 0;
     ZR_FAIL_CALL(zr_gather_dense(f.s, &one, 1, buf), ZR_EINVAL);

@@ -267,7 +267,10 @@ ZR_API void zr_remote_folders_free(char **names, size_t n);
  * ZR_EINVAL. Once zr_close has returned the handle is freed memory: any
  * later use, a second zr_close included, is undefined, as for free().
  * The mappings and descriptors zr_record_span and zr_record_extent gave
- * out end with it. */
+ * out end with it. zr_close must not be called from inside a call on the
+ * same handle (a progress callback of zr_compact or zr_verify): it would
+ * wait for that call for ever. In a child of fork() it waits for none of
+ * the parent's calls, whose threads the child does not have. */
 ZR_API void zr_close(zr_store *s);
 
 /* Make every committed append durable: record data first, then the record

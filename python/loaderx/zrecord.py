@@ -238,6 +238,7 @@ class _Store:
         self._pins = 0
         self._exclusive = False
         self._closing = False
+        self._pid = os.getpid()
         self._path = os.fsdecode(ffi.string(lib.zr_path(ptr)))
         self._dtype = np.dtype(ffi.string(lib.zr_dtype(ptr)).decode())
         self._codec = _CODEC_NAMES.get(lib.zr_codec(ptr), "unknown")
@@ -308,9 +309,20 @@ class _Store:
 
     # ---- the handle's guards --------------------------------------------
 
+    def _forget_parent_calls(self):
+        """In a child of fork(), forget the calls the parent's threads were
+        making: the child has none of those threads, and close() would wait
+        for them for ever. Called with _guard held."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._active = 0
+            self._callers = {}
+            self._exclusive = False
+
     def _enter(self, exclusive=False):
         """Count a call on the handle and return the handle."""
         with self._guard:
+            self._forget_parent_calls()
             if self._ptr is None or self._closing:
                 raise invalid(f"{self._path}: the store is closed")
             if self._exclusive:
@@ -380,6 +392,7 @@ class _Store:
         store on the same thread (which it would wait for for ever).
         """
         with self._guard:
+            self._forget_parent_calls()
             if threading.get_ident() in self._callers:
                 raise invalid(f"{self._path}: this thread is in a call on "
                               "this handle", StoreBusyError)

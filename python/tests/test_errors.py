@@ -3,7 +3,9 @@ message, and bad appends are refused before anything is written."""
 
 import os
 import pathlib
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -377,6 +379,42 @@ def test_close_waits_for_a_gathering_thread_which_then_sees_it_closed():
     ds.close()
     # The handle is gone: a writer may open the store.
     DenseStore.open("d").close()
+
+
+def test_close_in_a_forked_child_does_not_wait_for_the_parents_calls():
+    with DenseStore.create("d", np.int32, (4,)) as ds:
+        ds.append(np.arange(400, dtype=np.int32).reshape(100, 4))
+    ds = DenseStore.open("d", readonly=True)
+    key = _HeldKey([3, 5])
+    got = []
+    t = threading.Thread(target=lambda: got.append(ds[key]), daemon=True)
+    t.start()
+    try:
+        assert key.inside.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            # The parent's thread, in a call, is not in this process.
+            code = 1
+            try:
+                ds.close()
+                code = 0 if ds.closed else 2
+            finally:
+                os._exit(code)
+        for _ in range(300):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("close() in a forked child waited for the parent's call")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        key.go.set()
+        t.join(30)
+    assert got[0].tolist() == [[12, 13, 14, 15], [20, 21, 22, 23]]
+    ds.close()
 
 
 def test_close_from_inside_a_call_on_the_same_thread_refuses():

@@ -42,6 +42,9 @@ wait "$reader"
 [ "$(kind pipe)" = "fifo" ] || fail "the FIFO became a $(kind pipe)"
 cmp -s from-pipe.npy a.npy || fail "what came through the FIFO differs from the input"
 
+# /dev/stdout is a symlink to a pipe here, which has no path of its own.
+zr export st /dev/stdout -q | cmp -s - a.npy || fail "export to /dev/stdout, a pipe, differs"
+
 mkdir dir
 expect_fail 1 'dir is a directory' zr export st dir -q
 

@@ -602,28 +602,21 @@ def cmd_longlist(mnt, store, n):
         print("a list too long fails on .gather")
         return
     # .delete: every later write and the close fail; nothing is deleted.
-    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
-    closed = False
-    try:
-        expect_errno(errno.E2BIG, lambda: write_loop(fd, text), ".delete: a list of %d indices" % (LIST_MAX + 25))
-        expect_errno(errno.E2BIG, lambda: os.write(fd, b"1\n"), ".delete: a write after a list too long")
-        closed = True
-        expect_errno(errno.E2BIG, lambda: os.close(fd), ".delete: the close of a list too long")
-    finally:
-        if not closed:
-            os.close(fd)
     # A list refused at its first write sticks the same way: what a
     # careless writer sends after the error is not deleted either.
-    fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
-    closed = False
-    try:
-        expect_errno(errno.EINVAL, lambda: os.write(fd, b"1 x\n"), ".delete: a bad first write")
-        expect_errno(errno.EINVAL, lambda: os.write(fd, b"1\n"), ".delete: a write after a bad one")
-        closed = True
-        expect_errno(errno.EINVAL, lambda: os.close(fd), ".delete: the close after a bad write")
-    finally:
-        if not closed:
-            os.close(fd)
+    for err, send, what in [(errno.E2BIG, lambda fd: write_loop(fd, text),
+                             "a list of %d indices" % (LIST_MAX + 25)),
+                            (errno.EINVAL, lambda fd: os.write(fd, b"1 x\n"), "a bad first write")]:
+        fd = os.open(os.path.join(d, ".delete"), os.O_WRONLY)
+        closed = False
+        try:
+            expect_errno(err, lambda: send(fd), ".delete: " + what)
+            expect_errno(err, lambda: os.write(fd, b"1\n"), ".delete: a write after " + what)
+            closed = True
+            expect_errno(err, lambda: os.close(fd), ".delete: the close after " + what)
+        finally:
+            if not closed:
+                os.close(fd)
     after = names()
     if after != before:
         fail("%s: a list too long deleted %d records" % (store, len(before) - len(after)))
