@@ -152,11 +152,7 @@ static int records_cached_in(zr_store *s, const uint64_t *idx, size_t n)
 ZR_API int zr_records_cached(zr_store *s, const uint64_t *idx, size_t n)
 {
     int rc = zr_store_enter(s, "zr_records_cached");
-    if (rc != 0)
-        return rc;
-    rc = records_cached_in(s, idx, n);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, records_cached_in(s, idx, n));
 }
 
 /* Adjacent records of one chunk file are asked for in one call, up to
@@ -212,9 +208,5 @@ ZR_API int zr_prefetch(zr_store *s, uint64_t first, uint64_t max_records, uint64
                        uint64_t *records)
 {
     int rc = zr_store_enter(s, "zr_prefetch");
-    if (rc != 0)
-        return rc;
-    rc = prefetch_in(s, first, max_records, max_bytes, records);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, prefetch_in(s, first, max_records, max_bytes, records));
 }

@@ -83,11 +83,7 @@ ZR_API int zr_append_dense(zr_store *s, const char *dtype, const uint64_t *item_
                            uint32_t ndim, const void *data, uint64_t n, uint64_t *first)
 {
     int rc = zr_store_enter(s, "zr_append_dense");
-    if (rc != 0)
-        return rc;
-    rc = append_dense_in(s, dtype, item_shape, ndim, data, n, first);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, append_dense_in(s, dtype, item_shape, ndim, data, n, first));
 }
 
 static int gather_dense_in(zr_store *s, const uint64_t *idx, size_t n, void *dst)
@@ -102,9 +98,5 @@ static int gather_dense_in(zr_store *s, const uint64_t *idx, size_t n, void *dst
 ZR_API int zr_gather_dense(zr_store *s, const uint64_t *idx, size_t n, void *dst)
 {
     int rc = zr_store_enter(s, "zr_gather_dense");
-    if (rc != 0)
-        return rc;
-    rc = gather_dense_in(s, idx, n, dst);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, gather_dense_in(s, idx, n, dst));
 }

@@ -221,9 +221,5 @@ static int train_dict_store_in(zr_store *s, int tier, void **dict, size_t *dict_
 ZR_API int zr_train_dict_store(zr_store *s, int tier, void **dict, size_t *dict_len)
 {
     int rc = zr_store_enter(s, "zr_train_dict_store");
-    if (rc != 0)
-        return rc;
-    rc = train_dict_store_in(s, tier, dict, dict_len);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, train_dict_store_in(s, tier, dict, dict_len));
 }

@@ -413,11 +413,7 @@ static int sync_in(zr_store *s)
 ZR_API int zr_sync(zr_store *s)
 {
     int rc = zr_store_enter(s, "zr_sync");
-    if (rc != 0)
-        return rc;
-    rc = sync_in(s);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, sync_in(s));
 }
 
 /* A NULL handle gets an answer that cannot be mistaken for a store's:

@@ -187,6 +187,12 @@ void zr_set_width(zr_store *s);
  * it. Both accept NULL (the call itself then refuses it). */
 int zr_store_enter(zr_store *s, const char *call);
 void zr_store_leave(zr_store *s);
+/* zr_store_leave, then rc: a public call's last line. */
+static inline int zr_store_leave_rc(zr_store *s, int rc)
+{
+    zr_store_leave(s);
+    return rc;
+}
 
 /* Opening (open.c): finish an interrupted delete or compaction (R10),
  * then read the header and dictionary and open the files it names,

@@ -692,11 +692,7 @@ static int record_span_in(zr_store *s, uint64_t i, const void **data, uint64_t *
 ZR_API int zr_record_span(zr_store *s, uint64_t i, const void **data, uint64_t *size)
 {
     int rc = zr_store_enter(s, "zr_record_span");
-    if (rc != 0)
-        return rc;
-    rc = record_span_in(s, i, data, size);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, record_span_in(s, i, data, size));
 }
 
 static int record_extent_in(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
@@ -715,9 +711,5 @@ static int record_extent_in(zr_store *s, uint64_t i, int *fd, uint64_t *offset, 
 ZR_API int zr_record_extent(zr_store *s, uint64_t i, int *fd, uint64_t *offset, uint64_t *size)
 {
     int rc = zr_store_enter(s, "zr_record_extent");
-    if (rc != 0)
-        return rc;
-    rc = record_extent_in(s, i, fd, offset, size);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, record_extent_in(s, i, fd, offset, size));
 }

@@ -212,11 +212,7 @@ static int stats_in(zr_store *s, zr_store_stats *st)
 ZR_API int zr_stats(zr_store *s, zr_store_stats *st)
 {
     int rc = zr_store_enter(s, "zr_stats");
-    if (rc != 0)
-        return rc;
-    rc = stats_in(s, st);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, stats_in(s, st));
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -331,11 +327,7 @@ out:
 ZR_API int zr_delete(zr_store *s, const uint64_t *idx, size_t n)
 {
     int rc = zr_store_enter(s, "zr_delete");
-    if (rc != 0)
-        return rc;
-    rc = delete_in(s, idx, n);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, delete_in(s, idx, n));
 }
 
 struct live {
@@ -571,9 +563,5 @@ static int compact_in(zr_store *s, zr_compact_result *res)
 ZR_API int zr_compact(zr_store *s, zr_compact_result *res)
 {
     int rc = zr_store_enter(s, "zr_compact");
-    if (rc != 0)
-        return rc;
-    rc = compact_in(s, res);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, compact_in(s, res));
 }

@@ -78,11 +78,7 @@ ZR_API int zr_append_ragged(zr_store *s, const char *dtype, const zr_rec *recs, 
                             uint64_t *first)
 {
     int rc = zr_store_enter(s, "zr_append_ragged");
-    if (rc != 0)
-        return rc;
-    rc = append_ragged_in(s, dtype, recs, n, first);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, append_ragged_in(s, dtype, recs, n, first));
 }
 
 static int ragged_sizes_in(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
@@ -110,11 +106,7 @@ static int ragged_sizes_in(zr_store *s, const uint64_t *idx, size_t n, uint64_t 
 ZR_API int zr_ragged_sizes(zr_store *s, const uint64_t *idx, size_t n, uint64_t *sizes)
 {
     int rc = zr_store_enter(s, "zr_ragged_sizes");
-    if (rc != 0)
-        return rc;
-    rc = ragged_sizes_in(s, idx, n, sizes);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, ragged_sizes_in(s, idx, n, sizes));
 }
 
 static int gather_ragged_in(zr_store *s, const uint64_t *idx, size_t n, void *dst,
@@ -131,11 +123,7 @@ ZR_API int zr_gather_ragged(zr_store *s, const uint64_t *idx, size_t n, void *ds
                             const uint64_t *offsets)
 {
     int rc = zr_store_enter(s, "zr_gather_ragged");
-    if (rc != 0)
-        return rc;
-    rc = gather_ragged_in(s, idx, n, dst, offsets);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, gather_ragged_in(s, idx, n, dst, offsets));
 }
 
 ZR_API int zr_ragged_view(const void *rec, uint64_t size, uint64_t itemsize, zr_view *view)
@@ -198,11 +186,7 @@ ZR_API int zr_gather_ragged_alloc(zr_store *s, const uint64_t *idx, size_t n,
     if (out)
         *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_gather_ragged_alloc");
-    if (rc != 0)
-        return rc;
-    rc = gather_ragged_alloc_in(s, idx, n, out);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, gather_ragged_alloc_in(s, idx, n, out));
 }
 
 ZR_API void zr_ragged_batch_free(zr_ragged_batch *b)
@@ -581,9 +565,5 @@ ZR_API int zr_gather_ragged_dense(zr_store *s, const uint64_t *idx, size_t n, in
     if (out)
         *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_gather_ragged_dense");
-    if (rc != 0)
-        return rc;
-    rc = gather_ragged_dense_in(s, idx, n, layout, rows, pad, out);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, gather_ragged_dense_in(s, idx, n, layout, rows, pad, out));
 }

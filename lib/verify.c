@@ -488,9 +488,5 @@ ZR_API int zr_verify(zr_store *s, zr_verify_report **out)
     if (out)
         *out = NULL; /* refused while closing too */
     int rc = zr_store_enter(s, "zr_verify");
-    if (rc != 0)
-        return rc;
-    rc = verify_in(s, out);
-    zr_store_leave(s);
-    return rc;
+    return rc != 0 ? rc : zr_store_leave_rc(s, verify_in(s, out));
 }
