@@ -52,18 +52,22 @@ set_epoch() and load_state_dict() reach workers that outlive an iteration
 other than to start a process is independent of the original.
 """
 
+import mmap
 import multiprocessing.context
 import multiprocessing.sharedctypes
 import os
+import threading
+import weakref
 
 import numpy as np
 import torch
 import torch.utils.data
+from torch.utils.data._utils.collate import default_convert
 
 from . import _lib
 from .dataloader import DataLoader, _dense_columns, _layouts, _saved_step
-from .errors import invalid
-from .zrecord import _Store, _absolute, open_store
+from .errors import StoreError, invalid
+from .zrecord import DenseStore, _Store, _absolute, open_store
 from .zsampler import Sampler, _mode
 
 __all__ = ["StreamDataset", "StepLoader"]
@@ -74,6 +78,25 @@ _STEP_BOUND = 2**63
 
 # The shared resume point when there is none.
 _NO_RESUME = -1
+
+# The release table of a dataset: _CELLS cells for each of the first
+# _TABLE_WORKERS torch workers (a worker beyond them hands its batches to
+# torch to copy, as a plain dataset's are).
+_TABLE_WORKERS = 64
+_CELLS = 256
+
+# Offsets of the arrays in a shared batch buffer: a cache line apart.
+_ALIGN = 64
+
+# Datasets by key, for the training process to find the release table of
+# a batch it receives.
+_DATASETS = weakref.WeakValueDictionary()
+
+# The training process's mappings of the buffers that workers reuse, by
+# (dataset key, worker pid, cell): mapping a buffer costs a page fault per
+# page read, as much as the gather, and a kept mapping costs it once.
+_MAPS = {}
+_MAPS_LOCK = threading.Lock()
 
 
 def _integer(name, v, low, high):
@@ -103,12 +126,251 @@ def _distributed():
     return None
 
 
+# ---- batches in shared memory, for torch's worker processes ---------------
+#
+# A torch worker gathers each batch into a buffer of its own, a memfd that
+# it maps, and hands the training process not the bytes but where they are:
+# the worker's pid, the buffer's descriptor and inode, and the arrays'
+# offsets. The training process maps the buffer through /proc (no copy, no
+# round trip to the worker) and wraps the arrays as tensors. When the last
+# of them is collected, it writes the delivery's token into the dataset's
+# release table, a shared array; the worker reuses a buffer only once its
+# cell holds the token of the buffer's last delivery, so a batch the
+# training process still holds is never written.
+
+
+def _token():
+    """A delivery's token: random, never 0 (a cell's first value)."""
+    return int.from_bytes(os.urandom(8), "little") | 1
+
+
+class _Slice:
+    """An array of a shared batch: where it lies in the buffer."""
+
+    __slots__ = ("offset", "dtype", "shape", "strides")
+
+    def __init__(self, offset, dtype, shape, strides):
+        self.offset = offset
+        self.dtype = dtype
+        self.shape = shape
+        self.strides = strides
+
+    def __reduce__(self):
+        return _Slice, (self.offset, self.dtype, self.shape, self.strides)
+
+
+def _torch_dtype(dtype, known={}):
+    """Whether torch makes tensors of the NumPy dtype."""
+    if dtype not in known:
+        try:
+            torch.from_numpy(np.empty(0, dtype))
+            known[dtype] = True
+        except TypeError:
+            known[dtype] = False
+    return known[dtype]
+
+
+def _walk(obj, leaf):
+    """obj with leaf applied to every item of its dicts, lists and tuples."""
+    if isinstance(obj, dict):
+        out = {k: _walk(v, leaf) for k, v in obj.items()}
+        return out if type(obj) is dict else type(obj)(out)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_walk(v, leaf) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_walk(v, leaf) for v in obj)
+    return leaf(obj)
+
+
+class _Buffer:
+    """A worker's shared batch buffer and its last delivery."""
+
+    def __init__(self, nbytes, cell):
+        self.fd = os.memfd_create("loaderx-batch", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, nbytes)
+            self.map = mmap.mmap(self.fd, nbytes)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.ino = os.fstat(self.fd).st_ino
+        self.nbytes = nbytes
+        self.array = np.frombuffer(self.map, np.uint8)
+        self.address = self.array.ctypes.data
+        self.cell = cell
+        self.token = 0
+        self.kept = False
+
+    def free(self, table):
+        return self.token == 0 or table[self.cell] == self.token
+
+    def close(self):
+        self.array = None
+        self.map.close()
+        os.close(self.fd)
+
+
+class _Pool:
+    """The shared buffers of one torch worker: at most size reused, and
+    more (each closed once released) while the training process holds
+    more batches than that; past the worker's cells, None."""
+
+    def __init__(self, table, worker, size):
+        self.table = table
+        self.first = worker * _CELLS
+        self.size = size
+        self.kept = []                    # reused, cells 0 .. size-1
+        self.extra = []                   # closed once released
+        self.cells = list(range(size, _CELLS))
+
+    def take(self, nbytes):
+        for b in [b for b in self.extra if b.free(self.table)]:
+            self.extra.remove(b)
+            self.cells.append(b.cell - self.first)
+            b.close()
+        free = [b for b in self.kept if b.free(self.table)]
+        fits = [b for b in free if b.nbytes >= nbytes]
+        if fits:
+            return min(fits, key=lambda b: b.nbytes)
+        # Room for the largest batch so far and a quarter more, so that
+        # the Ragged streams' varying sizes settle on a few buffers.
+        size = -(-nbytes * 5 // 4 // mmap.PAGESIZE) * mmap.PAGESIZE
+        if free:
+            old = free[0]
+            self.kept.remove(old)
+            old.close()
+            b = _Buffer(size, old.cell)
+            b.kept = True
+            self.kept.append(b)
+            return b
+        if len(self.kept) < self.size:
+            b = _Buffer(size, self.first + len(self.kept))
+            b.kept = True
+            self.kept.append(b)
+            return b
+        if not self.cells:
+            return None
+        b = _Buffer(size, self.first + self.cells.pop())
+        self.extra.append(b)
+        return b
+
+
+class _Shared:
+    """A batch in a worker's shared buffer, as torch's queue carries it:
+    pickled, it is where the arrays lie; unpickled in the training
+    process, it is the batch itself, its arrays tensors on that memory."""
+
+    __slots__ = ("buffer", "key", "item")
+
+    def __init__(self, buffer, key, item):
+        self.buffer = buffer
+        self.key = key
+        self.item = item
+
+    def __reduce__(self):
+        b = self.buffer
+        return _rebuild, (os.getpid(), b.fd, b.ino, b.nbytes, self.key,
+                          b.cell, b.token, b.kept, self.item)
+
+
+def _release(table, cell, token):
+    table[cell] = token
+
+
+def _alive(pid):
+    return os.path.exists(f"/proc/{pid}")
+
+
+def _forget_maps(key=None):
+    """Drop the kept mappings of workers that have ended (and all of the
+    dataset key's): the memory of a buffer lasts as long as a mapping."""
+    with _MAPS_LOCK:
+        for k in [k for k in _MAPS if k[0] == key or not _alive(k[1])]:
+            del _MAPS[k]
+
+
+def _map(pid, fd, ino, nbytes, key, cell, kept):
+    """The worker's buffer mapped here: a kept mapping, or a new one."""
+    if kept:
+        with _MAPS_LOCK:
+            hit = _MAPS.get((key, pid, cell))
+        if hit is not None and hit[0] == (fd, ino, nbytes):
+            return hit[1]
+    path = f"/proc/{pid}/fd/{fd}"
+    try:
+        f = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise StoreError(f"loaderx.torch: cannot open the batch buffer of "
+                         f"torch worker {pid} ({path}: {e.strerror}); give "
+                         "StreamDataset share=False to let torch copy the "
+                         "batches instead") from None
+    try:
+        if os.fstat(f).st_ino != ino:
+            raise StoreError(f"loaderx.torch: {path} is no longer the batch "
+                             f"buffer of torch worker {pid}")
+        m = mmap.mmap(f, nbytes)
+    finally:
+        os.close(f)
+    if kept:
+        # The cell's earlier buffer, if the worker has replaced it, and
+        # the buffers of workers that have ended go now.
+        with _MAPS_LOCK:
+            for k in [k for k in _MAPS if not _alive(k[1])]:
+                del _MAPS[k]
+            _MAPS[(key, pid, cell)] = ((fd, ino, nbytes), m)
+    return m
+
+
+def _rebuild(pid, fd, ino, nbytes, key, cell, token, kept, item):
+    """The batch a worker delivered, on its buffer mapped here."""
+    m = _map(pid, fd, ino, nbytes, key, cell, kept)
+    base = np.frombuffer(m, np.uint8)
+    ds = _DATASETS.get(key)
+    if ds is not None:
+        # base outlives every array of the batch (NumPy views and the
+        # tensors torch.from_numpy makes of them hold it): collected, the
+        # batch is no longer here.
+        weakref.finalize(base, _release, ds._table, cell, token)
+
+    def leaf(x):
+        if isinstance(x, _Slice):
+            return torch.from_numpy(np.ndarray(x.shape, np.dtype(x.dtype),
+                                               base, x.offset, x.strides))
+        return x
+    return _walk(item, leaf)
+
+
+def _in_buffer(buffer):
+    """The leaf function that makes an array (or CPU tensor) on buffer's
+    memory a _Slice of it, and anything else what torch's default_convert
+    makes of it (a NumPy array a tensor, which torch then copies)."""
+    lo_b, hi_b = buffer.address, buffer.address + buffer.nbytes
+
+    def leaf(x):
+        a = x
+        if isinstance(x, torch.Tensor):
+            if x.device.type != "cpu" or x.requires_grad or x.is_sparse:
+                return x
+            try:
+                a = x.numpy()
+            except (TypeError, RuntimeError):
+                return x
+        if isinstance(a, np.ndarray) and a.size and _torch_dtype(a.dtype):
+            lo, hi = np.byte_bounds(a)
+            if lo_b <= lo and hi <= hi_b:
+                first = a.__array_interface__["data"][0]
+                return _Slice(first - lo_b, a.dtype.str, a.shape, a.strides)
+        return default_convert(x)
+    return leaf
+
+
 class StreamDataset(torch.utils.data.IterableDataset):
     """Batches of named stores, one item per step, for torch's DataLoader.
 
     StreamDataset(streams, batch_size, mode="cyclic", seed=0, rank=None,
     world=None, prefetch=2, threads=1, transform=None, mmap=True,
-    ragged="list", pad=0, length=None, block=None, window=None)
+    ragged="list", pad=0, length=None, block=None, window=None,
+    share=True)
 
     streams maps names to store paths or to read-only stores (of equal
     length); each process and each torch worker opens them read-only for
@@ -124,12 +386,20 @@ class StreamDataset(torch.utils.data.IterableDataset):
     than a list of tensors; length pads to a fixed number of rows, the
     same shape every step, and refuses longer records. block and window
     are the QUASI mode's (the Sampler's).
+
+    With num_workers=0 the batches come from one loaderx DataLoader that
+    the dataset keeps from epoch to epoch (close() ends it). A torch
+    worker gathers each batch into shared memory that it reuses once the
+    training process has let the batch go (every tensor of it collected),
+    and the training process maps it without a copy (share=True, on
+    Linux); arrays that a transform makes anew are copied by torch, as
+    are all of them with share=False.
     """
 
     def __init__(self, streams, batch_size, mode="cyclic", seed=0, rank=None,
                  world=None, prefetch=2, threads=1, transform=None,
                  mmap=True, ragged="list", pad=0, length=None, block=None,
-                 window=None):
+                 window=None, share=True):
         super().__init__()
         if not isinstance(streams, dict) or not streams:
             raise invalid("streams must be a non-empty dict of name: store "
@@ -198,6 +468,24 @@ class StreamDataset(torch.utils.data.IterableDataset):
         # receive, which is the training process's alone.
         self._span_state = _shared_span(0, None)
         self._position = 0
+        self._share = bool(share)
+        self._new_table()
+        # The loader of the num_workers=0 path, kept across epochs, and
+        # whether an iteration is reading it; a worker's buffers, and how
+        # many it reuses (StepLoader sets it from prefetch_factor).
+        self._loader = None
+        self._loader_busy = False
+        self._pool = None
+        self._pool_size = 4
+
+    def _new_table(self):
+        """A release table of this dataset's own, and the key by which
+        the training process finds it."""
+        self._table = multiprocessing.sharedctypes.RawArray(
+            "Q", _TABLE_WORKERS * _CELLS)
+        self._key = os.urandom(8).hex()
+        _DATASETS[self._key] = self
+        weakref.finalize(self, _forget_maps, self._key)
 
     # The training process writes the shared state between iterations
     # (set_epoch, load_state_dict, the end of one) and a worker reads it as
@@ -226,12 +514,24 @@ class StreamDataset(torch.utils.data.IterableDataset):
         # then shares with this one; any other copy gets memory of its own.
         if multiprocessing.context.get_spawning_popen() is None:
             state["_span_state"] = (self._epoch, self._resume)
+            state["_table"] = None
+        state.update(_loader=None, _loader_busy=False, _pool=None)
         return state
 
     def __setstate__(self, state):
         if isinstance(state["_span_state"], tuple):
             state["_span_state"] = _shared_span(*state["_span_state"])
         self.__dict__.update(state)
+        if self._table is None:
+            self._new_table()
+
+    def close(self):
+        """End the loader that the num_workers=0 path keeps from epoch to
+        epoch (its threads and buffers); the next iteration makes another.
+        Batches already taken stay valid."""
+        loader, self._loader = self._loader, None
+        if loader is not None and loader._handle.pid == os.getpid():
+            loader.close()
 
     # ---- epochs and resuming -------------------------------------------
 
@@ -293,18 +593,25 @@ class StreamDataset(torch.utils.data.IterableDataset):
         return self._from_worker(first + info.id, end, info.num_workers)
 
     def _from_loader(self, first, end):
-        """All steps in the training process, from a loaderx DataLoader."""
+        """All steps in the training process, from a loaderx DataLoader:
+        the one kept across epochs, moved to first if it stands elsewhere,
+        or one of this iteration's own while another iteration reads it."""
         if first >= end:
             self._finish(end)
             return
-        loader = DataLoader(dict(self._paths), batch_size=self._batch_size,
-                            mode=self._mode, seed=self._seed,
-                            start_step=first, transform=self._transform,
-                            prefetch=self._prefetch, workers=self._threads,
-                            rank=self._rank, world=self._world,
-                            mmap=self._mmap, ragged=self._ragged,
-                            pad=self._pad, length=self._length,
-                            block=self._quasi[0], window=self._quasi[1])
+        loader = self._loader
+        if loader is not None and (loader.closed
+                                   or loader._handle.pid != os.getpid()):
+            loader = self._loader = None
+        own = self._loader_busy
+        if own or loader is None:
+            loader = self._new_loader(first)
+            if not own:
+                self._loader = loader
+        elif loader.step != first:
+            loader.load_state_dict({"step": first})
+        if not own:
+            self._loader_busy = True
         try:
             for step in range(first, end):
                 batch = next(loader)
@@ -314,7 +621,20 @@ class StreamDataset(torch.utils.data.IterableDataset):
                 yield batch
             self._finish(end)
         finally:
-            loader.close()
+            if own:
+                loader.close()
+            else:
+                self._loader_busy = False
+
+    def _new_loader(self, first):
+        return DataLoader(dict(self._paths), batch_size=self._batch_size,
+                          mode=self._mode, seed=self._seed, start_step=first,
+                          transform=self._transform, prefetch=self._prefetch,
+                          workers=self._threads, rank=self._rank,
+                          world=self._world, mmap=self._mmap,
+                          ragged=self._ragged, pad=self._pad,
+                          length=self._length, block=self._quasi[0],
+                          window=self._quasi[1])
 
     def _finish(self, end):
         self._position = end
@@ -329,9 +649,15 @@ class StreamDataset(torch.utils.data.IterableDataset):
                           block=self._quasi[0], window=self._quasi[1])
         layouts = _layouts(list(stores), list(stores.values()), self._ragged,
                            self._pad, self._length)
+        pool = self._worker_pool()
         try:
             for step in range(first, end, stride):
                 idx = sampler.batch(step)
+                if pool is not None:
+                    got = self._shared_batch(pool, stores, layouts, idx)
+                    if got is not None:
+                        yield got
+                        continue
                 batch = {}
                 for n, s in stores.items():
                     if n not in layouts:
@@ -347,6 +673,69 @@ class StreamDataset(torch.utils.data.IterableDataset):
         finally:
             for s in stores.values():
                 s.close()
+
+    def _worker_pool(self):
+        """This worker's buffers, or None where batches are not shared."""
+        info = torch.utils.data.get_worker_info()
+        if not self._share or info.id >= _TABLE_WORKERS \
+                or not os.path.isdir(f"/proc/{os.getpid()}/fd"):
+            return None
+        if self._pool is None or self._pool[0] != os.getpid():
+            self._pool = (os.getpid(), _Pool(self._table, info.id,
+                                             self._pool_size))
+        return self._pool[1]
+
+    def _shared_batch(self, pool, stores, layouts, idx):
+        """The batch of idx gathered into a buffer of pool, as a _Shared;
+        None when the pool has no buffer to give."""
+        u = np.ascontiguousarray(idx, dtype=np.uint64)
+        # What goes where: a Dense stream straight from the store, the
+        # arrays of a Ragged one (which the library allocates) copied.
+        plan, size = [], 0
+        for n, s in stores.items():
+            if n not in layouts and isinstance(s, DenseStore):
+                shape = (u.size,) + s.item_shape
+                plan.append((n, s, np.dtype(s.dtype), shape))
+                size += -(-int(np.prod(shape)) * s.dtype.itemsize
+                          // _ALIGN) * _ALIGN
+                continue
+            if n in layouts:
+                layout, _, rows = layouts[n]
+                cols = {}
+                _dense_columns(cols, n, layout,
+                               s._dense(idx, layout, rows, self._pad_of(n)))
+            else:
+                cols = {n: s[idx]}
+            for name, v in cols.items():
+                plan.append((name, v, None, None))
+                for a in (v if isinstance(v, list) else [v]):
+                    size += -(-a.nbytes // _ALIGN) * _ALIGN
+        buffer = pool.take(max(size, 1))
+        if buffer is None:
+            return None
+        batch, at = {}, 0
+
+        def place(dtype, shape):
+            nonlocal at
+            a = np.ndarray(shape, dtype, buffer.array, at)
+            at += -(-a.nbytes // _ALIGN) * _ALIGN
+            return a
+
+        for name, src, dtype, shape in plan:
+            if dtype is not None:
+                batch[name] = place(dtype, shape)
+                src._gather_into(u, batch[name])
+            elif isinstance(src, list):
+                batch[name] = [place(a.dtype, a.shape) for a in src]
+                for a, b in zip(src, batch[name]):
+                    b[...] = a
+            else:
+                batch[name] = place(src.dtype, src.shape)
+                batch[name][...] = src
+        if self._transform is not None:
+            batch = self._transform(batch)
+        buffer.token = _token()
+        return _Shared(buffer, self._key, _walk(batch, _in_buffer(buffer)))
 
     def _pad_of(self, name):
         pad = self._pad
@@ -366,6 +755,12 @@ class StepLoader(torch.utils.data.DataLoader):
     except batch_size, sampler and shuffle, which the dataset's steps
     replace. The loader records each batch it delivers in the dataset, so
     state_dict() is exact with any number of workers.
+
+    With workers, persistent_workers defaults to True: workers that
+    outlive an epoch keep their open stores and their batch buffers
+    (already mapped by the training process), where new ones would pay
+    for both every epoch. The dataset's set_epoch and load_state_dict
+    reach them all the same.
     """
 
     def __init__(self, dataset, num_workers=0, **kwargs):
@@ -378,6 +773,14 @@ class StepLoader(torch.utils.data.DataLoader):
                               "StreamDataset is a whole batch, drawn by the "
                               "loaderx sampler")
             kwargs.pop(key, None)
+        # A worker reuses as many buffers as torch keeps batches in flight
+        # for it, and two more for those the training loop holds.
+        ahead = kwargs.get("prefetch_factor")
+        if not isinstance(ahead, int) or ahead < 1:
+            ahead = 2                     # torch's default; it checks others
+        dataset._pool_size = min(_CELLS, ahead + 2)
+        if isinstance(num_workers, int) and num_workers > 0:
+            kwargs.setdefault("persistent_workers", True)
         super().__init__(dataset, batch_size=None, num_workers=num_workers,
                          **kwargs)
 
@@ -385,11 +788,18 @@ class StepLoader(torch.utils.data.DataLoader):
         ds = self.dataset
         first, end = ds._span()
         step = first
-        for batch in super().__iter__():
-            step += 1
-            ds._position = step
-            yield batch
-        ds._finish(end)
+        batches = super().__iter__()
+        try:
+            for batch in batches:
+                step += 1
+                ds._position = step
+                yield batch
+            ds._finish(end)
+        finally:
+            # The workers have ended (or end now, unless persistent): so
+            # can the training process's mappings of their buffers.
+            del batches
+            _forget_maps()
 
     def state_dict(self):
         return self.dataset.state_dict()

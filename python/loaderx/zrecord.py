@@ -804,6 +804,24 @@ class DenseStore(_Store):
             return out[0]
         return out.reshape(tuple(shape) + self._item_shape)
 
+    def _gather_into(self, idx, out):
+        """Gather the records idx (uint64) into out, a C-contiguous array
+        of (len(idx), *item_shape) of the store's dtype that the caller
+        owns (loaderx.torch's shared batch buffers)."""
+        if out.shape != (idx.size,) + self._item_shape \
+                or out.dtype != self._dtype or not out.flags.c_contiguous:
+            raise invalid(f"{self._path}: the output is {out.dtype} "
+                          f"{out.shape}, not C-contiguous {self._dtype} "
+                          f"{(idx.size,) + self._item_shape}")
+        ptr = self._enter()
+        try:
+            if idx.size:
+                check(lib.zr_gather_dense(
+                    ptr, ffi.from_buffer("uint64_t[]", idx), idx.size,
+                    _writable_buffer(out)))
+        finally:
+            self._leave()
+
     def append(self, data):
         """Append the records data[0], data[1], ... as one batch.
 
