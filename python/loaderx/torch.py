@@ -355,7 +355,9 @@ def _in_buffer(buffer):
                 a = x.numpy()
             except (TypeError, RuntimeError):
                 return x
-        if isinstance(a, np.ndarray) and a.size and _torch_dtype(a.dtype):
+        # torch makes no tensor of negative strides: default_convert says so.
+        if isinstance(a, np.ndarray) and a.size and _torch_dtype(a.dtype) \
+                and min(a.strides, default=0) >= 0:
             lo, hi = np.byte_bounds(a)
             if lo_b <= lo and hi <= hi_b:
                 first = a.__array_interface__["data"][0]

@@ -404,3 +404,197 @@ def test_a_model_trains_on_the_batches_the_sampler_draws(paths, workers):
     assert torch.equal(got, want)
     untrained = train([])
     assert not torch.equal(got, untrained)
+
+
+# ---- batches from torch workers, in the workers' shared buffers -----------
+
+def mapped_buffer(t):
+    """The inode of the loaderx batch buffer (a memfd) that this process
+    maps at tensor t's memory, or None if t's memory is something else."""
+    addr = t.data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= addr < hi:
+                name = " ".join(fields[5:])
+                return int(fields[4]) if name.startswith(
+                    "/memfd:loaderx-batch") else None
+    return None
+
+
+def worker_buffers(pid):
+    """The inodes of the loaderx batch buffers that process pid holds."""
+    out = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        link = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(link).startswith("/memfd:loaderx-batch"):
+                out.add(os.stat(link).st_ino)
+        except OSError:
+            pass
+    return out
+
+
+def test_a_worker_batch_is_the_buffer_the_worker_filled(paths):
+    ds = StreamDataset(paths, batch_size=B, seed=7)
+    loader = StepLoader(ds, num_workers=1, timeout=60)
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    images = DenseStore.open("images", readonly=True)[:]
+    seen = set()
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        for k, batch in enumerate(loader):
+            check_step(batch, epoch * STEPS + k, sampler, images)
+            # Every array of the batch, the Ragged stream's too, lies in
+            # one buffer, which the worker (kept from epoch to epoch)
+            # holds: the training process maps what the worker filled.
+            ino = mapped_buffer(batch["images"])
+            assert ino is not None
+            assert mapped_buffer(batch["ids"]) == ino
+            assert {mapped_buffer(t) for t in batch["tokens"]} == {ino}
+            pid = loader._iterator._workers[0].pid
+            assert ino in worker_buffers(pid)
+            seen.add(ino)
+            del batch
+    # Let go at once, the batches come back in the buffers torch keeps in
+    # flight (prefetch_factor 2) and the two the loop may hold.
+    assert len(seen) <= 4
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_what_the_trainer_holds_of_a_batch_keeps_its_records(paths, workers):
+    ds = StreamDataset({"ids": "ids", "images": "images"}, batch_size=B,
+                       seed=3)
+    loader = StepLoader(ds, num_workers=workers, timeout=60)
+    sampler = Sampler(N, B, "cyclic", seed=3)
+    images = DenseStore.open("images", readonly=True)[:]
+    held = []
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        for k, batch in enumerate(loader):
+            step = epoch * STEPS + k
+            # Whole batches, and pieces that outlive the batch's tensors:
+            # a view, a detached tensor, a NumPy view, a reshaped tensor.
+            kind = step % 5
+            if kind == 0:
+                held.append((step, "batch", batch))
+            elif kind == 1:
+                held.append((step, "view", batch["ids"][3:]))
+            elif kind == 2:
+                held.append((step, "detached", batch["images"].detach()))
+            elif kind == 3:
+                held.append((step, "numpy", batch["images"].numpy()[:, 1]))
+            del batch
+    assert len(held) > 4 * workers
+    for step, kind, got in held:
+        idx = sampler.batch(step)
+        if kind == "batch":
+            np.testing.assert_array_equal(got["ids"].numpy(), idx)
+            np.testing.assert_array_equal(got["images"].numpy(), images[idx])
+        elif kind == "view":
+            np.testing.assert_array_equal(got.numpy(), idx[3:])
+        elif kind == "detached":
+            np.testing.assert_array_equal(got.numpy(), images[idx])
+        else:
+            np.testing.assert_array_equal(got, images[idx][:, 1])
+
+
+def test_a_transform_s_views_stay_in_the_buffer_and_new_arrays_copy(paths):
+    def transform(b):
+        return {"even": b["ids"][::2],
+                "sums": b["images"].astype(np.int64).sum(axis=(1, 2, 3)),
+                "pair": (torch.from_numpy(b["images"]), b["ids"][1::3])}
+
+    ds = StreamDataset({"ids": "ids", "images": "images"}, batch_size=B,
+                       seed=4, transform=transform)
+    sampler = Sampler(N, B, "cyclic", seed=4)
+    images = DenseStore.open("images", readonly=True)[:]
+    for k, batch in enumerate(StepLoader(ds, num_workers=1, timeout=60)):
+        idx = sampler.batch(k)
+        np.testing.assert_array_equal(batch["even"].numpy(), idx[::2])
+        np.testing.assert_array_equal(
+            batch["sums"].numpy(),
+            images[idx].astype(np.int64).sum(axis=(1, 2, 3)))
+        assert isinstance(batch["pair"], tuple)
+        np.testing.assert_array_equal(batch["pair"][0].numpy(), images[idx])
+        np.testing.assert_array_equal(batch["pair"][1].numpy(), idx[1::3])
+        ino = mapped_buffer(batch["pair"][0])
+        assert ino is not None
+        assert mapped_buffer(batch["even"]) == ino
+        assert mapped_buffer(batch["pair"][1]) == ino
+        # A new array is torch's to copy, as from any dataset.
+        assert mapped_buffer(batch["sums"]) is None
+    assert k == STEPS - 1
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed_flat"])
+def test_dense_ragged_streams_from_a_worker_share_the_buffer(paths, layout):
+    ds = StreamDataset({"ids": "ids", "tokens": "tokens"}, batch_size=B,
+                       seed=6, ragged=layout)
+    sampler = Sampler(N, B, "cyclic", seed=6)
+    for k, batch in enumerate(StepLoader(ds, num_workers=1, timeout=60)):
+        idx = sampler.batch(k)
+        want = np.concatenate([np.full(1 + i % 7, i) for i in idx])
+        tokens = batch["tokens"].numpy()
+        if layout == "padded":
+            lengths = batch["tokens_lengths"].numpy()
+            tokens = np.concatenate([r[:n] for r, n in zip(tokens, lengths)])
+        np.testing.assert_array_equal(tokens, want)
+        names = [n for n in batch if n.startswith("tokens")]
+        assert len(names) == (2 if layout == "padded" else 3)
+        assert len({mapped_buffer(batch[n]) for n in names + ["ids"]}) == 1
+        assert mapped_buffer(batch["ids"]) is not None
+
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_share_false_and_pin_memory_give_the_same_batches(paths, pin):
+    import warnings
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    images = DenseStore.open("images", readonly=True)[:]
+    ds = StreamDataset(paths, batch_size=B, seed=7, share=pin)
+    with warnings.catch_warnings():
+        # Without a CUDA device torch says it does not pin.
+        warnings.simplefilter("ignore")
+        loader = StepLoader(ds, num_workers=2, timeout=60, pin_memory=pin)
+        for k, batch in enumerate(loader):
+            check_step(batch, k, sampler, images)
+            if not pin:
+                assert mapped_buffer(batch["images"]) is None
+            elif torch.cuda.is_available():
+                assert batch["images"].is_pinned()
+    assert k == STEPS - 1
+
+
+def test_one_loader_serves_every_epoch_without_workers(paths):
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=7)
+    loader = StepLoader(ds)
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        got = [b["ids"].numpy().copy() for b in loader]
+        if epoch == 0:
+            kept = ds._loader
+        assert ds._loader is kept
+        for k, ids in enumerate(got):
+            np.testing.assert_array_equal(ids, sampler.batch(epoch * STEPS
+                                                             + k))
+    # A second iteration while one is under way reads a loader of its own;
+    # the first goes on where it was.
+    ds.set_epoch(2)
+    first = iter(loader)
+    np.testing.assert_array_equal(next(first)["ids"].numpy(),
+                                  sampler.batch(2 * STEPS))
+    second = iter(StepLoader(ds))
+    for k in range(3):
+        np.testing.assert_array_equal(next(second)["ids"].numpy(),
+                                      sampler.batch(2 * STEPS + k))
+    np.testing.assert_array_equal(next(first)["ids"].numpy(),
+                                  sampler.batch(2 * STEPS + 1))
+    del first, second
+    assert ds._loader is kept
+    ds.close()
+    assert ds._loader is None
+    ds.set_epoch(3)
+    np.testing.assert_array_equal(next(iter(loader))["ids"].numpy(),
+                                  sampler.batch(3 * STEPS))
