@@ -36,7 +36,9 @@ The pipelines take turns in each of --rounds rounds, so that a
 neighbour's load falls on all of them alike; a rate is the median of the
 rounds, a ratio the median of the rounds' ratios. This process samples
 the resident set of each pipeline's process tree every 20 ms (the
-process and all its descendants) and reports the peak.
+process and all its descendants) and reports the peak, and the peak of
+the tree's proportional set size (Pss, which counts a page that several
+of its processes map once) every 200 ms.
 """
 
 import argparse
@@ -225,11 +227,12 @@ def run(args, kind):
     mem = TreeMemory(proc.pid)
     out = proc.stdout.read()
     rc = proc.wait()
-    peak, _ = mem.finish()
+    peak, pss = mem.finish()
     if rc != 0 or not out.strip():
         raise SystemExit(f"torchbench: {kind} failed (exit {rc})")
     result = json.loads(out.strip().splitlines()[-1])
     result["rss"] = peak["rss"] if peak else 0
+    result["pss"] = pss
     return result
 
 
@@ -245,6 +248,7 @@ def report(args, kinds, rounds):
     rate = {k: statistics.median(r[k]["batches_s"] for r in rounds)
             for k in kinds}
     rss = {k: statistics.median(r[k]["rss"] for r in rounds) for k in kinds}
+    pss = {k: statistics.median(r[k]["pss"] for r in rounds) for k in kinds}
 
     def ratio(a, b):
         return statistics.median(r[a]["batches_s"] / r[b]["batches_s"]
@@ -255,12 +259,13 @@ def report(args, kinds, rounds):
              f"{args.batch} ({mib:.0f} MiB), {len(rounds)} rounds of "
              f"{args.seconds:g} s, medians.", "",
              "| pipeline | batches/s | GB/s | × loaderx | × torch-w2 | "
-             "peak RSS (GiB) |", "|---|---:|---:|---:|---:|---:|"]
+             "peak RSS (GiB) | peak PSS (GiB) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for k in kinds:
         gbs = rate[k] * args.batch * args.record_kib * 1024 / 1e9
         lines.append(f"| {k} | {rate[k]:.1f} | {gbs:.2f} | "
                      f"{ratio(k, 'loaderx'):.2f} | {ratio(k, 'torch-w2'):.2f} "
-                     f"| {rss[k] / 2**30:.2f} |")
+                     f"| {rss[k] / 2**30:.2f} | {pss[k] / 2**30:.2f} |")
     w0, w2 = ratio("adapter-w0", "loaderx"), ratio("adapter-w2", "loaderx")
     w2t = ratio("adapter-w2", "torch-w2")
     lines += ["", "| target | measured | holds |", "|---|---:|---|",

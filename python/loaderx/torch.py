@@ -222,6 +222,7 @@ class _Pool:
         self.kept = []                    # reused, cells 0 .. size-1
         self.extra = []                   # closed once released
         self.cells = list(range(size, _CELLS))
+        self.grown = False
 
     def take(self, nbytes):
         for b in [b for b in self.extra if b.free(self.table)]:
@@ -232,9 +233,14 @@ class _Pool:
         fits = [b for b in free if b.nbytes >= nbytes]
         if fits:
             return min(fits, key=lambda b: b.nbytes)
-        # Room for the largest batch so far and a quarter more, so that
-        # the Ragged streams' varying sizes settle on a few buffers.
-        size = -(-nbytes * 5 // 4 // mmap.PAGESIZE) * mmap.PAGESIZE
+        # Batches of one size (Dense streams) get buffers of that size;
+        # once one has outgrown a buffer, a quarter more, so that varying
+        # sizes (Ragged streams) settle on a few buffers.
+        if free:
+            self.grown = True
+        if self.grown:
+            nbytes = nbytes * 5 // 4
+        size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
         if free:
             old = free[0]
             self.kept.remove(old)
