@@ -546,21 +546,17 @@ def child_loaderx_torch(args, work, crcs, workers):
     run_loader(args, batches(), crcs)
 
 
-def child_torch(args, work, crcs, batched, workers=2):
-    import warnings
-
-    import torch
-    from torch.utils.data import (BatchSampler, DataLoader, Dataset,
-                                  RandomSampler)
+def memmap_dataset(work, records):
+    """torch's map-style dataset of work's images.npy and labels.npy,
+    mapped by each worker when it first reads: (image, label) views."""
+    from torch.utils.data import Dataset
 
     class MemmapImages(Dataset):
-        """The .npy files, mapped by each worker when it first reads."""
-
         def __init__(self):
             self.images = self.labels = None
 
         def __len__(self):
-            return args.records
+            return records
 
         def __getitem__(self, i):
             if self.images is None:
@@ -570,12 +566,22 @@ def child_torch(args, work, crcs, batched, workers=2):
                                       mmap_mode="r")
             return self.images[i], self.labels[i]
 
+    return MemmapImages()
+
+
+def child_torch(args, work, crcs, batched, workers=2):
+    import warnings
+
+    import torch
+    from torch.utils.data import (BatchSampler, DataLoader,
+                                  RandomSampler)
+
     def quiet(_):
         # torch.as_tensor warns, once per worker, that a read-only map's
         # views are not writable; the batches are stacked into new memory.
         warnings.filterwarnings("ignore", message=".*not writable.*")
 
-    data = MemmapImages()
+    data = memmap_dataset(work, args.records)
     # More indices than any run takes: the sampler draws them lazily.
     order = RandomSampler(data, replacement=True, num_samples=1 << 40,
                           generator=torch.Generator().manual_seed(3))
@@ -1093,12 +1099,9 @@ def report(args, res):
       f"epoch is {args.records // args.batch} steps; the loop runs epoch "
       "after epoch.")
     w("- loaderx.torch-w2: the same with `num_workers=2, prefetch_factor=2`:"
-      " each torch worker gathers its steps with the library and torch "
-      "copies the batch into shared memory for the training process; "
-      "torch starts its two workers again every epoch. Those workers live "
-      "for one epoch each, often less than the 200 ms between two readings "
-      "of the process tree, so this row's memory columns may miss them: "
-      "read its batches/s only.")
+      " each torch worker gathers its steps with the library into shared "
+      "buffers that it reuses, which the training process maps without a "
+      "copy; StepLoader keeps the workers from epoch to epoch.")
     w("")
     c = {n: ld[n]["cpu_ms"] for n in ld}
     b = {n: ld[n]["batches_s"] for n in ld}

@@ -133,32 +133,23 @@ def pipeline(args, kind):
         yield from adapter_pipeline(args, kind)
 
 
-def torch_pipeline(args):
+def quiet(_):
+    # torch.as_tensor warns, once per worker, that a read-only map's views
+    # are not writable; the default collate stacks them into new memory.
     import warnings
+    warnings.filterwarnings("ignore", message=".*not writable.*")
 
+
+def torch_pipeline(args):
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
-    work = args.work
+    sys.path.insert(0, HERE)
+    from pybench import memmap_dataset
 
-    class Mapped(Dataset):
-        def __init__(self):
-            self.images = self.labels = None
-
-        def __len__(self):
-            return args.records
-
-        def __getitem__(self, i):
-            if self.images is None:
-                warnings.filterwarnings("ignore", message=".*not writable.*")
-                self.images = np.load(os.path.join(work, "images.npy"),
-                                      mmap_mode="r")
-                self.labels = np.load(os.path.join(work, "labels.npy"),
-                                      mmap_mode="r")
-            return self.images[i], self.labels[i]
-
-    loader = DataLoader(Mapped(), batch_size=args.batch, shuffle=True,
-                        drop_last=True, num_workers=2, prefetch_factor=2,
+    loader = DataLoader(memmap_dataset(args.work, args.records),
+                        batch_size=args.batch, shuffle=True, drop_last=True,
+                        num_workers=2, prefetch_factor=2, worker_init_fn=quiet,
                         generator=torch.Generator().manual_seed(3))
     while True:
         for imgs, labs in loader:

@@ -28,13 +28,19 @@ first + w + W, ..., which is the order in which torch's DataLoader takes
 their items, so batch k of an epoch is always step first + k, whatever
 num_workers is. Nothing is read twice or skipped.
 
-The fast path is ``num_workers=0``: the batches then come from a loaderx
-DataLoader in the training process, whose threads gather ahead into
-buffers that are recycled, and torch wraps them without a copy. With
-``num_workers`` > 0 each torch worker process opens the stores itself and
-gathers its steps with one call per stream, and torch copies every batch
-into new shared memory to hand it to the training process: that copy and
-the fresh memory it takes cost more than the gather (doc/python-benchmarks.md).
+Both paths hand over batches without a copy. With ``num_workers=0`` the
+batches come from one loaderx DataLoader in the training process, kept
+from epoch to epoch, whose threads gather ahead into buffers that are
+recycled, and torch wraps them. With ``num_workers`` > 0 each torch
+worker opens the stores itself and gathers its steps into shared-memory
+buffers of its own; the training process maps them (through /proc, on
+Linux) and wraps them as tensors, and a worker writes a buffer again
+only once every tensor of the batch it held has been collected in the
+training process. Arrays that a transform makes anew go through torch,
+which copies them into new shared memory. StepLoader keeps its workers
+from one epoch to the next (persistent_workers=True), so that their
+buffers and mappings last; bench/torchbench.py measures both paths
+(doc/benchmarks.md, "torch").
 
 Resuming: state_dict() is the next step the training process will receive
 and load_state_dict() makes the next iteration start there (to the end of
@@ -627,6 +633,9 @@ class StreamDataset(torch.utils.data.IterableDataset):
                 # the training process's.
                 self._position = step + 1
                 yield batch
+                # Not held while the next is gathered: the loader's
+                # threads may need its buffer back.
+                del batch
             self._finish(end)
         finally:
             if own:
@@ -802,6 +811,7 @@ class StepLoader(torch.utils.data.DataLoader):
                 step += 1
                 ds._position = step
                 yield batch
+                del batch
             ds._finish(end)
         finally:
             # The workers have ended (or end now, unless persistent): so
