@@ -58,6 +58,7 @@ set_epoch() and load_state_dict() reach workers that outlive an iteration
 other than to start a process is independent of the original.
 """
 
+import collections.abc
 import mmap
 import multiprocessing.context
 import multiprocessing.sharedctypes
@@ -68,6 +69,7 @@ import weakref
 import numpy as np
 import torch
 import torch.utils.data
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.data._utils.collate import default_convert
 
 from . import _lib
@@ -85,24 +87,24 @@ _STEP_BOUND = 2**63
 # The shared resume point when there is none.
 _NO_RESUME = -1
 
-# The release table of a dataset: _CELLS cells for each of the first
-# _TABLE_WORKERS torch workers (a worker beyond them hands its batches to
-# torch to copy, as a plain dataset's are).
+# A StepLoader's release table: _CELLS cells for each of the first
+# _TABLE_WORKERS torch workers (a worker beyond them, or one whose cells
+# the training loop holds all of, hands its batches to torch to copy, as a
+# plain dataset's are).
 _TABLE_WORKERS = 64
-_CELLS = 256
+_CELLS = 64
 
 # Offsets of the arrays in a shared batch buffer: a cache line apart.
 _ALIGN = 64
 
-# Datasets by key, for the training process to find the release table of
-# a batch it receives.
-_DATASETS = weakref.WeakValueDictionary()
-
-# The training process's mappings of the buffers that workers reuse, by
-# (dataset key, worker pid, cell): mapping a buffer costs a page fault per
-# page read, as much as the gather, and a kept mapping costs it once.
+# In the training process: release tables by key, the deliveries not yet
+# released, and the mappings of the buffers that workers reuse, by (key,
+# worker pid, cell). Mapping a buffer costs a page fault per page read,
+# about as much as the gather; a kept mapping costs it once.
+_TABLES = {}
+_PENDING = []
 _MAPS = {}
-_MAPS_LOCK = threading.Lock()
+_LOCK = threading.Lock()
 
 
 def _integer(name, v, low, high):
@@ -134,15 +136,16 @@ def _distributed():
 
 # ---- batches in shared memory, for torch's worker processes ---------------
 #
-# A torch worker gathers each batch into a buffer of its own, a memfd that
-# it maps, and hands the training process not the bytes but where they are:
-# the worker's pid, the buffer's descriptor and inode, and the arrays'
-# offsets. The training process maps the buffer through /proc (no copy, no
-# round trip to the worker) and wraps the arrays as tensors. When the last
-# of them is collected, it writes the delivery's token into the dataset's
-# release table, a shared array; the worker reuses a buffer only once its
-# cell holds the token of the buffer's last delivery, so a batch the
-# training process still holds is never written.
+# Under a StepLoader, a torch worker gathers each batch into a buffer of
+# its own, a memfd that it maps, and hands the training process not the
+# bytes but where they are: the worker's pid, the buffer's descriptor and
+# inode, and the arrays' offsets. The training process maps the buffer
+# through /proc (no copy, no round trip to the worker) and wraps the
+# arrays as tensors. Once none of their storages is alive, it writes the
+# delivery's token into the StepLoader's release table, a shared array;
+# the worker reuses a buffer only once its cell holds the token of the
+# buffer's last delivery and the worker itself holds no view of it, so a
+# batch that either process still holds is never written.
 
 
 def _token():
@@ -171,27 +174,38 @@ def _torch_dtype(dtype, known={}):
         try:
             torch.from_numpy(np.empty(0, dtype))
             known[dtype] = True
-        except TypeError:
+        except (TypeError, ValueError):
             known[dtype] = False
     return known[dtype]
 
 
 def _walk(obj, leaf):
-    """obj with leaf applied to every item of its dicts, lists and tuples."""
-    if isinstance(obj, dict):
-        out = {k: _walk(v, leaf) for k, v in obj.items()}
-        return out if type(obj) is dict else type(obj)(out)
+    """obj with leaf applied to each leaf, and its containers rebuilt as
+    torch's default_convert rebuilds them (a tuple becomes a list)."""
+    if isinstance(obj, collections.abc.Mapping):
+        items = {k: _walk(obj[k], leaf) for k in obj}
+        try:
+            return type(obj)(items)
+        except TypeError:
+            return items
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(_walk(v, leaf) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_walk(v, leaf) for v in obj)
+    if isinstance(obj, tuple):
+        return [_walk(v, leaf) for v in obj]
+    if isinstance(obj, collections.abc.Sequence) \
+            and not isinstance(obj, (str, bytes)):
+        items = [_walk(v, leaf) for v in obj]
+        try:
+            return type(obj)(items)
+        except TypeError:
+            return items
     return leaf(obj)
 
 
 class _Buffer:
     """A worker's shared batch buffer and its last delivery."""
 
-    def __init__(self, nbytes, cell):
+    def __init__(self, nbytes, cell, kept):
         self.fd = os.memfd_create("loaderx-batch", os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, nbytes)
@@ -201,17 +215,23 @@ class _Buffer:
             raise
         self.ino = os.fstat(self.fd).st_ino
         self.nbytes = nbytes
-        self.array = np.frombuffer(self.map, np.uint8)
-        self.address = self.array.ctypes.data
         self.cell = cell
+        self.kept = kept
         self.token = 0
-        self.kept = False
+        # The worker's own view of the last batch: what its arrays hold.
+        self.local = None
+
+    def view(self):
+        """A new view of the whole buffer, for one batch's arrays."""
+        a = np.frombuffer(self.map, np.uint8)
+        self.local = weakref.ref(a)
+        return a
 
     def free(self, table):
-        return self.token == 0 or table[self.cell] == self.token
+        return (self.token == 0 or table[self.cell] == self.token) \
+            and (self.local is None or self.local() is None)
 
     def close(self):
-        self.array = None
         self.map.close()
         os.close(self.fd)
 
@@ -224,10 +244,10 @@ class _Pool:
     def __init__(self, table, worker, size):
         self.table = table
         self.first = worker * _CELLS
-        self.size = size
+        self.size = min(size, _CELLS)
         self.kept = []                    # reused, cells 0 .. size-1
         self.extra = []                   # closed once released
-        self.cells = list(range(size, _CELLS))
+        self.cells = list(range(self.size, _CELLS))
         self.grown = False
 
     def take(self, nbytes):
@@ -249,20 +269,18 @@ class _Pool:
         size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
         if free:
             old = free[0]
-            self.kept.remove(old)
+            b = _Buffer(size, old.cell, True)
+            self.kept[self.kept.index(old)] = b
             old.close()
-            b = _Buffer(size, old.cell)
-            b.kept = True
-            self.kept.append(b)
             return b
         if len(self.kept) < self.size:
-            b = _Buffer(size, self.first + len(self.kept))
-            b.kept = True
+            b = _Buffer(size, self.first + len(self.kept), True)
             self.kept.append(b)
             return b
         if not self.cells:
             return None
-        b = _Buffer(size, self.first + self.cells.pop())
+        b = _Buffer(size, self.first + self.cells[-1], False)
+        self.cells.pop()
         self.extra.append(b)
         return b
 
@@ -285,26 +303,59 @@ class _Shared:
                           b.cell, b.token, b.kept, self.item)
 
 
-def _release(table, cell, token):
-    table[cell] = token
+class _Delivery:
+    """A batch the training process holds: released once its base array
+    and every storage of its tensors are gone (a storage can outlive the
+    array it was made from, and the array a storage: share_memory_()
+    moves a tensor to new memory and lets the old go)."""
+
+    __slots__ = ("pid", "table", "cell", "token", "base", "storages")
+
+    def __init__(self, table, cell, token, base, tensors):
+        self.pid = os.getpid()
+        self.table = table
+        self.cell = cell
+        self.token = token
+        self.base = weakref.ref(base)
+        self.storages = [StorageWeakRef(t.storage()) for t in tensors]
+
+    def done(self):
+        return self.base() is None and all(s.expired() for s in self.storages)
+
+
+def _sweep():
+    """Release the deliveries that nothing holds any more. In a child of
+    fork() they are the parent's, and go without a word."""
+    with _LOCK:
+        keep = []
+        for d in _PENDING:
+            if d.pid != os.getpid():
+                continue
+            if d.done():
+                d.table[d.cell] = d.token
+            else:
+                keep.append(d)
+        _PENDING[:] = keep
 
 
 def _alive(pid):
     return os.path.exists(f"/proc/{pid}")
 
 
-def _forget_maps(key=None):
-    """Drop the kept mappings of workers that have ended (and all of the
-    dataset key's): the memory of a buffer lasts as long as a mapping."""
-    with _MAPS_LOCK:
+def _forget(key=None):
+    """Drop the kept mappings of workers that have ended, and with a key
+    all of its: the memory of a buffer lasts as long as a mapping."""
+    with _LOCK:
         for k in [k for k in _MAPS if k[0] == key or not _alive(k[1])]:
             del _MAPS[k]
+        if key is not None:
+            _TABLES.pop(key, None)
 
 
 def _map(pid, fd, ino, nbytes, key, cell, kept):
     """The worker's buffer mapped here: a kept mapping, or a new one."""
     if kept:
-        with _MAPS_LOCK:
+        with _LOCK:
             hit = _MAPS.get((key, pid, cell))
         if hit is not None and hit[0] == (fd, ino, nbytes):
             return hit[1]
@@ -326,7 +377,7 @@ def _map(pid, fd, ino, nbytes, key, cell, kept):
     if kept:
         # The cell's earlier buffer, if the worker has replaced it, and
         # the buffers of workers that have ended go now.
-        with _MAPS_LOCK:
+        with _LOCK:
             for k in [k for k in _MAPS if not _alive(k[1])]:
                 del _MAPS[k]
             _MAPS[(key, pid, cell)] = ((fd, ino, nbytes), m)
@@ -335,28 +386,32 @@ def _map(pid, fd, ino, nbytes, key, cell, kept):
 
 def _rebuild(pid, fd, ino, nbytes, key, cell, token, kept, item):
     """The batch a worker delivered, on its buffer mapped here."""
-    m = _map(pid, fd, ino, nbytes, key, cell, kept)
-    base = np.frombuffer(m, np.uint8)
-    ds = _DATASETS.get(key)
-    if ds is not None:
-        # base outlives every array of the batch (NumPy views and the
-        # tensors torch.from_numpy makes of them hold it): collected, the
-        # batch is no longer here.
-        weakref.finalize(base, _release, ds._table, cell, token)
+    _sweep()
+    base = np.frombuffer(_map(pid, fd, ino, nbytes, key, cell, kept),
+                         np.uint8)
+    tensors = []
 
     def leaf(x):
         if isinstance(x, _Slice):
-            return torch.from_numpy(np.ndarray(x.shape, np.dtype(x.dtype),
-                                               base, x.offset, x.strides))
+            tensors.append(torch.from_numpy(np.ndarray(
+                x.shape, np.dtype(x.dtype), base, x.offset, x.strides)))
+            return tensors[-1]
         return x
-    return _walk(item, leaf)
+    batch = _walk(item, leaf)
+    with _LOCK:
+        table = _TABLES.get(key)
+        if table is not None:
+            _PENDING.append(_Delivery(table, cell, token, base, tensors))
+    return batch
 
 
-def _in_buffer(buffer):
-    """The leaf function that makes an array (or CPU tensor) on buffer's
-    memory a _Slice of it, and anything else what torch's default_convert
-    makes of it (a NumPy array a tensor, which torch then copies)."""
-    lo_b, hi_b = buffer.address, buffer.address + buffer.nbytes
+def _in_buffer(buffer, base):
+    """The leaf function that makes an array (or CPU tensor) on the
+    buffer's memory a _Slice of it, and anything else what torch's
+    default_convert makes of it (a NumPy array a tensor, which torch then
+    copies)."""
+    lo_b = base.ctypes.data
+    hi_b = lo_b + buffer.nbytes
 
     def leaf(x):
         a = x
@@ -367,9 +422,10 @@ def _in_buffer(buffer):
                 a = x.numpy()
             except (TypeError, RuntimeError):
                 return x
-        # torch makes no tensor of negative strides: default_convert says so.
+        # torch makes no tensor of negative strides or of strides that are
+        # not whole items: default_convert says so.
         if isinstance(a, np.ndarray) and a.size and _torch_dtype(a.dtype) \
-                and min(a.strides, default=0) >= 0:
+                and all(s >= 0 and s % a.itemsize == 0 for s in a.strides):
             lo, hi = np.byte_bounds(a)
             if lo_b <= lo and hi <= hi_b:
                 first = a.__array_interface__["data"][0]
@@ -483,23 +539,14 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._span_state = _shared_span(0, None)
         self._position = 0
         self._share = bool(share)
-        self._new_table()
         # The loader of the num_workers=0 path, kept across epochs, and
-        # whether an iteration is reading it; a worker's buffers, and how
-        # many it reuses (StepLoader sets it from prefetch_factor).
+        # whether an iteration is reading it; what the workers a StepLoader
+        # is starting share batches through (its table's key, the table,
+        # how many buffers a worker reuses), and a worker's buffers.
         self._loader = None
         self._loader_busy = False
+        self._deliver = None
         self._pool = None
-        self._pool_size = 4
-
-    def _new_table(self):
-        """A release table of this dataset's own, and the key by which
-        the training process finds it."""
-        self._table = multiprocessing.sharedctypes.RawArray(
-            "Q", _TABLE_WORKERS * _CELLS)
-        self._key = os.urandom(8).hex()
-        _DATASETS[self._key] = self
-        weakref.finalize(self, _forget_maps, self._key)
 
     # The training process writes the shared state between iterations
     # (set_epoch, load_state_dict, the end of one) and a worker reads it as
@@ -528,7 +575,7 @@ class StreamDataset(torch.utils.data.IterableDataset):
         # then shares with this one; any other copy gets memory of its own.
         if multiprocessing.context.get_spawning_popen() is None:
             state["_span_state"] = (self._epoch, self._resume)
-            state["_table"] = None
+            state["_deliver"] = None
         state.update(_loader=None, _loader_busy=False, _pool=None)
         return state
 
@@ -536,8 +583,6 @@ class StreamDataset(torch.utils.data.IterableDataset):
         if isinstance(state["_span_state"], tuple):
             state["_span_state"] = _shared_span(*state["_span_state"])
         self.__dict__.update(state)
-        if self._table is None:
-            self._new_table()
 
     def close(self):
         """End the loader that the num_workers=0 path keeps from epoch to
@@ -694,12 +739,13 @@ class StreamDataset(torch.utils.data.IterableDataset):
     def _worker_pool(self):
         """This worker's buffers, or None where batches are not shared."""
         info = torch.utils.data.get_worker_info()
-        if not self._share or info.id >= _TABLE_WORKERS \
+        if not self._share or self._deliver is None \
+                or info.id >= _TABLE_WORKERS \
                 or not os.path.isdir(f"/proc/{os.getpid()}/fd"):
             return None
         if self._pool is None or self._pool[0] != os.getpid():
-            self._pool = (os.getpid(), _Pool(self._table, info.id,
-                                             self._pool_size))
+            _, table, size = self._deliver
+            self._pool = (os.getpid(), _Pool(table, info.id, size))
         return self._pool[1]
 
     def _shared_batch(self, pool, stores, layouts, idx):
@@ -730,11 +776,11 @@ class StreamDataset(torch.utils.data.IterableDataset):
         buffer = pool.take(max(size, 1))
         if buffer is None:
             return None
-        batch, at = {}, 0
+        batch, at, base = {}, 0, buffer.view()
 
         def place(dtype, shape):
             nonlocal at
-            a = np.ndarray(shape, dtype, buffer.array, at)
+            a = np.ndarray(shape, dtype, base, at)
             at += -(-a.nbytes // _ALIGN) * _ALIGN
             return a
 
@@ -751,8 +797,9 @@ class StreamDataset(torch.utils.data.IterableDataset):
                 batch[name][...] = src
         if self._transform is not None:
             batch = self._transform(batch)
+        item = _walk(batch, _in_buffer(buffer, base))
         buffer.token = _token()
-        return _Shared(buffer, self._key, _walk(batch, _in_buffer(buffer)))
+        return _Shared(buffer, self._deliver[0], item)
 
     def _pad_of(self, name):
         pad = self._pad
@@ -774,10 +821,13 @@ class StepLoader(torch.utils.data.DataLoader):
     state_dict() is exact with any number of workers.
 
     With workers, persistent_workers defaults to True: workers that
-    outlive an epoch keep their open stores and their batch buffers
-    (already mapped by the training process), where new ones would pay
-    for both every epoch. The dataset's set_epoch and load_state_dict
-    reach them all the same.
+    outlive an epoch keep their batch buffers, which the training process
+    has mapped already, where new ones would map and fault in new memory
+    every epoch. The dataset's set_epoch and load_state_dict reach them
+    all the same. The workers hand their batches over in those buffers
+    without a copy unless a collate_fn is given, which then gets each
+    batch as the dataset makes it (and torch copies its result); a bare
+    torch DataLoader over a StreamDataset works as with any dataset.
     """
 
     def __init__(self, dataset, num_workers=0, **kwargs):
@@ -791,21 +841,46 @@ class StepLoader(torch.utils.data.DataLoader):
                               "loaderx sampler")
             kwargs.pop(key, None)
         # A worker reuses as many buffers as torch keeps batches in flight
-        # for it, and two more for those the training loop holds.
+        # for it, and two more for those the training loop holds. Workers
+        # share their batches only into torch's own default_convert: a
+        # collate_fn of the caller's gets the batch itself.
         ahead = kwargs.get("prefetch_factor")
         if not isinstance(ahead, int) or ahead < 1:
             ahead = 2                     # torch's default; it checks others
-        dataset._pool_size = min(_CELLS, ahead + 2)
+        self._pool_size = ahead + 2
+        self._sharing = kwargs.get("collate_fn") is None
+        self._table = None
         if isinstance(num_workers, int) and num_workers > 0:
             kwargs.setdefault("persistent_workers", True)
         super().__init__(dataset, batch_size=None, num_workers=num_workers,
                          **kwargs)
 
+    def _deliver(self):
+        """This loader's release table in this process, made once (a
+        loader of its own, so that no other loader's workers write its
+        cells)."""
+        if self._table is None or self._table[0] != os.getpid():
+            key = os.urandom(8).hex()
+            table = multiprocessing.sharedctypes.RawArray(
+                "Q", _TABLE_WORKERS * _CELLS)
+            with _LOCK:
+                _TABLES[key] = table
+            weakref.finalize(self, _forget, key)
+            self._table = (os.getpid(), (key, table, self._pool_size))
+        return self._table[1]
+
     def __iter__(self):
         ds = self.dataset
         first, end = ds._span()
         step = first
-        batches = super().__iter__()
+        _sweep()
+        # The workers, if this starts them, take the table with the
+        # dataset; no other loader's do.
+        ds._deliver = self._deliver() if self._sharing else None
+        try:
+            batches = super().__iter__()
+        finally:
+            ds._deliver = None
         try:
             for batch in batches:
                 step += 1
@@ -817,7 +892,7 @@ class StepLoader(torch.utils.data.DataLoader):
             # The workers have ended (or end now, unless persistent): so
             # can the training process's mappings of their buffers.
             del batches
-            _forget_maps()
+            _forget()
 
     def state_dict(self):
         return self.dataset.state_dict()

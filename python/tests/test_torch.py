@@ -516,7 +516,8 @@ def test_a_transform_s_views_stay_in_the_buffer_and_new_arrays_copy(paths):
         np.testing.assert_array_equal(
             batch["sums"].numpy(),
             images[idx].astype(np.int64).sum(axis=(1, 2, 3)))
-        assert isinstance(batch["pair"], tuple)
+        # A tuple comes as a list, as torch's default_convert makes it.
+        assert isinstance(batch["pair"], list)
         np.testing.assert_array_equal(batch["pair"][0].numpy(), images[idx])
         np.testing.assert_array_equal(batch["pair"][1].numpy(), idx[1::3])
         ino = mapped_buffer(batch["pair"][0])
@@ -598,3 +599,65 @@ def test_one_loader_serves_every_epoch_without_workers(paths):
     ds.set_epoch(3)
     np.testing.assert_array_equal(next(iter(loader))["ids"].numpy(),
                                   sampler.batch(3 * STEPS))
+
+
+def test_views_the_worker_or_a_child_holds_keep_their_records(paths):
+    held = []
+
+    def transform(b):
+        # A transform that keeps views of the last batches (a mixup
+        # would): the worker must not gather into them while it does.
+        for view, copy in held:
+            np.testing.assert_array_equal(view, copy)
+        held[:] = held[-5:] + [(b["ids"], b["ids"].copy())]
+        return b
+
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=5,
+                       transform=transform)
+    sampler = Sampler(N, B, "cyclic", seed=5)
+    loader = StepLoader(ds, num_workers=1, timeout=60)
+    batches = iter(loader)
+    first, second, third = next(batches), next(batches), next(batches)
+    # A child of fork() that lets its copies of batches go gives none of
+    # the parent's back.
+    pid = os.fork()
+    if pid == 0:
+        from loaderx.torch import _sweep
+        del first, second
+        _sweep()
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    # share_memory_() moves a tensor to new memory; a NumPy view made
+    # before still reads the old, which (while the loader keeps its
+    # mapping) stays the batch's as long as the tensor lives.
+    view = second["ids"].numpy()
+    second["ids"].share_memory_()
+    moved = second["ids"]
+    del second, third
+    for k, batch in enumerate(batches, 3):
+        np.testing.assert_array_equal(batch["ids"].numpy(), sampler.batch(k))
+    np.testing.assert_array_equal(first["ids"].numpy(), sampler.batch(0))
+    np.testing.assert_array_equal(view, sampler.batch(1))
+    np.testing.assert_array_equal(moved.numpy(), sampler.batch(1))
+
+
+def test_a_collate_fn_and_a_bare_torch_loader_get_plain_batches(paths):
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=7)
+
+    def collate(batch):
+        # Runs in the worker, on the dataset's own dict of arrays.
+        return {"ids": torch.as_tensor(batch["ids"]),
+                "kind": type(batch["ids"]).__name__}
+
+    for loader, kind in (
+            (StepLoader(ds, num_workers=1, timeout=60, collate_fn=collate),
+             "ndarray"),
+            (torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1,
+                                         timeout=60), None)):
+        for k, batch in enumerate(loader):
+            np.testing.assert_array_equal(batch["ids"].numpy(),
+                                          sampler.batch(k))
+            assert batch.get("kind") == kind
+            assert mapped_buffer(batch["ids"]) is None
+        assert k == STEPS - 1
