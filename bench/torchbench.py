@@ -4,9 +4,9 @@ wraps and against torch's own DataLoader, on large dense records.
 
     bench/torchbench.py [--build DIR] [--out FILE] [options]
 
-writes the figures of doc/benchmarks.md's torch section (to FILE, or
-stdout). DIR is the build tree holding lib/.libs/libloaderx.so (default:
-the source tree).
+prints the "torch" section of doc/benchmarks.md, or with --out replaces
+that section of FILE (adding it at the end if FILE has none). DIR is the
+build tree holding lib/.libs/libloaderx.so (default: the source tree).
 
 The store is --records uint8 records of --record-kib KiB (8,192 of
 256 KiB: 2 GiB) with int64 labels, as a raw loaderx DenseStore and as .npy
@@ -59,9 +59,33 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 PAGE = 4096
+HEADING = "## torch: loaderx.torch against its loader and torch's"
 PIPELINES = ("loaderx", "numpy-copy", "torch-w2", "torch-w2-persistent",
              "adapter-w0",
              "adapter-w1", "adapter-w2", "adapter-w2-restart")
+
+
+METHOD = """\
+loaderx.torch's StreamDataset through its StepLoader, against the loaderx
+DataLoader it wraps and against torch's own DataLoader over the same
+records as memory-mapped .npy files, each pipeline in a fresh process.
+The training loop reads one byte of every 4 KiB page of each batch (every
+page mapped, as a copy to a device maps it) and checks their sum against
+the batch's labels. Rows: `loaderx` is `loaderx.DataLoader` with its
+defaults (one gathering thread, 2 batches ahead); `numpy-copy` copies the
+batch's rows out of the memory map into a reused buffer on the training
+thread, one thread's copy rate; `torch-w2` is torch's DataLoader with
+`batch_size`, a shuffling sampler and `num_workers=2` (new workers every
+epoch, torch's default), `-persistent` with `persistent_workers=True`;
+`adapter-wN` is StepLoader with `num_workers=N` (`prefetch_factor=2`,
+StepLoader's persistent workers), `-restart` with
+`persistent_workers=False`. An epoch is records / batch steps. Peak RSS
+is the highest sum of RssAnon, RssFile and RssShmem over the pipeline's
+process tree (sampled every 20 ms), in which a page that two processes map
+counts twice; peak PSS (every 200 ms) counts it once. A ratio is the
+median over the rounds of that round's ratio, the pipelines taking turns
+within each round. bench/torchbench.py's docstring says more.\
+"""
 
 
 def make_store(work, records, width):
@@ -259,8 +283,24 @@ def report(args, kinds, rounds):
         return statistics.median(r[a]["batches_s"] / r[b]["batches_s"]
                                  for r in rounds)
 
+    sys.path.insert(0, HERE)
+    from pybench import machine_line
+
+    import torch
+    commit = subprocess.run(["git", "-C", SRC, "rev-parse", "--short",
+                             "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
     mib = args.batch * args.record_kib / 1024
-    lines = [f"{args.records} records of {args.record_kib} KiB, batches of "
+    opts = "" if (args.records, args.record_kib, args.batch, args.seconds,
+                  args.rounds) == (8192, 256, 256, 20, 3) else \
+        (f" --records {args.records} --record-kib {args.record_kib} --batch "
+         f"{args.batch} --seconds {args.seconds:g} --rounds {args.rounds}")
+    lines = [HEADING, "",
+             f"Command: `bench/torchbench.py{opts} --out doc/benchmarks.md`, "
+             f"at commit {commit} on {time.strftime('%Y-%m-%d')}. Machine: "
+             f"{machine_line()}; torch {torch.__version__}.", "",
+             METHOD, "",
+             f"{args.records} records of {args.record_kib} KiB, batches of "
              f"{args.batch} ({mib:.0f} MiB), {len(rounds)} rounds of "
              f"{args.seconds:g} s, medians.", "",
              "| pipeline | batches/s | GB/s | × loaderx | × torch-w2 | "
@@ -330,11 +370,22 @@ def main():
                       f"{got[k]['rss'] / 2**30:.2f} GiB", file=sys.stderr)
             rounds.append(got)
     text = report(args, kinds, rounds)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
+    if not args.out:
         sys.stdout.write(text)
+        return
+    page = ""
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            page = f.read()
+    # The section runs from its heading to the next "## " heading.
+    at = page.find("\n" + HEADING + "\n")
+    if at < 0:
+        page = page.rstrip("\n") + ("\n\n" if page else "") + text
+    else:
+        end = page.find("\n## ", at + 1)
+        page = page[:at + 1] + text + (page[end:] if end >= 0 else "")
+    with open(args.out, "w") as f:
+        f.write(page)
 
 
 if __name__ == "__main__":
