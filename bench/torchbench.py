@@ -36,9 +36,10 @@ Pipelines, each in a fresh process of its own:
   own default, which starts new workers every epoch;
 - adapter-w2-pin: the same with pin_memory=True, only where CUDA is.
 
-The pipelines take turns in each of --rounds rounds, so that a
-neighbour's load falls on all of them alike; a rate is the median of the
-rounds, a ratio the median of the rounds' ratios. This process samples
+The pipelines take turns in each of --rounds rounds, in one order and
+then the reverse, so that a neighbour's load falls on all of them alike;
+a rate is the median of the rounds, a ratio the median of the rounds'
+ratios. This process samples
 the resident set of each pipeline's process tree every 20 ms (the
 process and all its descendants) and reports the peak, and the peak of
 the tree's proportional set size (Pss, which counts a page that several
@@ -60,9 +61,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 PAGE = 4096
 HEADING = "## torch: loaderx.torch against its loader and torch's"
-PIPELINES = ("loaderx", "numpy-copy", "torch-w2", "torch-w2-persistent",
-             "adapter-w0",
-             "adapter-w1", "adapter-w2", "adapter-w2-restart")
+# In this order in odd rounds and the reverse in even ones, so that the
+# pairs of a target run side by side and a load that rises or falls
+# through a round weighs on both alike.
+PIPELINES = ("loaderx", "adapter-w0", "adapter-w1", "adapter-w2",
+             "adapter-w2-restart", "torch-w2", "torch-w2-persistent",
+             "numpy-copy")
 
 
 METHOD = """\
@@ -84,7 +88,7 @@ is the highest sum of RssAnon, RssFile and RssShmem over the pipeline's
 process tree (sampled every 20 ms), in which a page that two processes map
 counts twice; peak PSS (every 200 ms) counts it once. A ratio is the
 median over the rounds of that round's ratio, the pipelines taking turns
-within each round. bench/torchbench.py's docstring says more.\
+within each round, in the table's order and then in reverse. bench/torchbench.py's docstring says more.\
 """
 
 
@@ -363,7 +367,7 @@ def main():
         rounds = []
         for r in range(args.rounds):
             got = {}
-            for k in kinds:
+            for k in (kinds if r % 2 == 0 else kinds[::-1]):
                 got[k] = run(args, k)
                 print(f"torchbench: round {r + 1} {k}: "
                       f"{got[k]['batches_s']:.1f} batches/s, "

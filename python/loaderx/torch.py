@@ -309,33 +309,40 @@ class _Delivery:
     array it was made from, and the array a storage: share_memory_()
     moves a tensor to new memory and lets the old go)."""
 
-    __slots__ = ("pid", "table", "cell", "token", "base", "storages")
+    __slots__ = ("pid", "table", "cell", "token", "base", "storages",
+                 "released", "__weakref__")
 
     def __init__(self, table, cell, token, base, tensors):
         self.pid = os.getpid()
         self.table = table
         self.cell = cell
         self.token = token
-        self.base = weakref.ref(base)
         self.storages = [StorageWeakRef(t.storage()) for t in tensors]
+        self.released = False
+        # Collected, the base may be the last of the batch: release then,
+        # so that the worker has the buffer for the batch it makes next.
+        me = weakref.ref(self)
+        self.base = weakref.ref(base, lambda _: me() and me().release())
 
-    def done(self):
-        return self.base() is None and all(s.expired() for s in self.storages)
+    def release(self):
+        """Give the buffer back if nothing here holds the batch: once,
+        and only in the process that received it. True once given."""
+        if not self.released and self.pid == os.getpid() \
+                and self.base() is None \
+                and all(s.expired() for s in self.storages):
+            # Written once: a later write of this token could land after
+            # the buffer's next delivery was released, and hide it.
+            self.released = True
+            self.table[self.cell] = self.token
+        return self.released
 
 
 def _sweep():
     """Release the deliveries that nothing holds any more. In a child of
     fork() they are the parent's, and go without a word."""
     with _LOCK:
-        keep = []
-        for d in _PENDING:
-            if d.pid != os.getpid():
-                continue
-            if d.done():
-                d.table[d.cell] = d.token
-            else:
-                keep.append(d)
-        _PENDING[:] = keep
+        _PENDING[:] = [d for d in _PENDING
+                       if d.pid == os.getpid() and not d.release()]
 
 
 def _alive(pid):
