@@ -88,7 +88,8 @@ is the highest sum of RssAnon, RssFile and RssShmem over the pipeline's
 process tree (sampled every 20 ms), in which a page that two processes map
 counts twice; peak PSS (every 200 ms) counts it once. A ratio is the
 median over the rounds of that round's ratio, the pipelines taking turns
-within each round, in the table's order and then in reverse. bench/torchbench.py's docstring says more.\
+within each round, in the table's order and then in reverse.
+bench/torchbench.py's docstring says more.\
 """
 
 

@@ -317,7 +317,9 @@ class _Delivery:
         self.table = table
         self.cell = cell
         self.token = token
-        self.storages = [StorageWeakRef(t.storage()) for t in tensors]
+        self.storages = [StorageWeakRef(
+            t.untyped_storage() if hasattr(t, "untyped_storage")
+            else t.storage()) for t in tensors]
         self.released = False
         # Collected, the base may be the last of the batch: release then,
         # so that the worker has the buffer for the batch it makes next.
@@ -422,7 +424,7 @@ def _in_buffer(buffer, base):
 
     def leaf(x):
         a = x
-        if isinstance(x, torch.Tensor):
+        if type(x) is torch.Tensor:
             if x.device.type != "cpu" or x.requires_grad or x.is_sparse:
                 return x
             try:
@@ -431,7 +433,7 @@ def _in_buffer(buffer, base):
                 return x
         # torch makes no tensor of negative strides or of strides that are
         # not whole items: default_convert says so.
-        if isinstance(a, np.ndarray) and a.size and _torch_dtype(a.dtype) \
+        if type(a) is np.ndarray and a.size and _torch_dtype(a.dtype) \
                 and all(s >= 0 and s % a.itemsize == 0 for s in a.strides):
             lo, hi = np.byte_bounds(a)
             if lo_b <= lo and hi <= hi_b:
@@ -547,9 +549,10 @@ class StreamDataset(torch.utils.data.IterableDataset):
         self._position = 0
         self._share = bool(share)
         # The loader of the num_workers=0 path, kept across epochs, and
-        # whether an iteration is reading it; what the workers a StepLoader
-        # is starting share batches through (its table's key, the table,
-        # how many buffers a worker reuses), and a worker's buffers.
+        # whether an iteration is reading it; in a worker that a StepLoader
+        # started, what it shares batches through (its table's key, the
+        # table, how many buffers to reuse; set by the loader's
+        # worker_init_fn), and its buffers.
         self._loader = None
         self._loader_busy = False
         self._deliver = None
@@ -818,6 +821,20 @@ class StreamDataset(torch.utils.data.IterableDataset):
                 f"{self._rank}, world={self._world}, epoch={self._epoch})")
 
 
+class _WorkerInit:
+    """A StepLoader's worker_init_fn: gives the worker's copy of the
+    dataset the loader's release table, then calls the caller's own."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.deliver = None
+
+    def __call__(self, worker_id):
+        torch.utils.data.get_worker_info().dataset._deliver = self.deliver
+        if self.fn is not None:
+            self.fn(worker_id)
+
+
 class StepLoader(torch.utils.data.DataLoader):
     """torch's DataLoader over a StreamDataset, counting the steps.
 
@@ -848,52 +865,56 @@ class StepLoader(torch.utils.data.DataLoader):
                               "loaderx sampler")
             kwargs.pop(key, None)
         # A worker reuses as many buffers as torch keeps batches in flight
-        # for it, and two more for those the training loop holds. Workers
-        # share their batches only into torch's own default_convert: a
-        # collate_fn of the caller's gets the batch itself.
+        # for it, and two more for those the training loop holds.
         ahead = kwargs.get("prefetch_factor")
         if not isinstance(ahead, int) or ahead < 1:
             ahead = 2                     # torch's default; it checks others
         self._pool_size = ahead + 2
-        self._sharing = kwargs.get("collate_fn") is None
-        self._table = None
+        self._key = None
+        # What the workers share their batches through reaches them with
+        # their worker_init_fn, which is this loader's alone.
+        self._init = _WorkerInit(kwargs.get("worker_init_fn"))
+        kwargs["worker_init_fn"] = self._init
         if isinstance(num_workers, int) and num_workers > 0:
             kwargs.setdefault("persistent_workers", True)
         super().__init__(dataset, batch_size=None, num_workers=num_workers,
                          **kwargs)
 
-    def _deliver(self):
-        """This loader's release table in this process, made once (a
-        loader of its own, so that no other loader's workers write its
-        cells)."""
-        if self._table is None or self._table[0] != os.getpid():
-            key = os.urandom(8).hex()
-            table = multiprocessing.sharedctypes.RawArray(
-                "Q", _TABLE_WORKERS * _CELLS)
-            with _LOCK:
-                _TABLES[key] = table
-            weakref.finalize(self, _forget, key)
-            self._table = (os.getpid(), (key, table, self._pool_size))
-        return self._table[1]
+    def _table(self):
+        """A release table for the workers this iteration starts: a new
+        one for every start, so that no late release of earlier workers'
+        batches, nor any other loader's, lands in their cells."""
+        with _LOCK:
+            _TABLES.pop(self._key, None)
+        self._key = os.urandom(8).hex()
+        table = multiprocessing.sharedctypes.RawArray(
+            "Q", _TABLE_WORKERS * _CELLS)
+        with _LOCK:
+            _TABLES[self._key] = table
+        weakref.finalize(self, _forget, self._key)
+        return self._key, table, self._pool_size
 
     def __iter__(self):
         ds = self.dataset
         first, end = ds._span()
         step = first
         _sweep()
-        # The workers, if this starts them, take the table with the
-        # dataset; no other loader's do.
-        ds._deliver = self._deliver() if self._sharing else None
-        try:
-            batches = super().__iter__()
-        finally:
-            ds._deliver = None
+        starts = self.num_workers > 0 and not (
+            self.persistent_workers and self._iterator is not None)
+        if starts:
+            # Workers share their batches only into torch's own
+            # default_convert: a collate_fn of the caller's gets the
+            # dataset's batch itself.
+            self._init.deliver = (self._table() if self.collate_fn
+                                  is default_convert else None)
+        batches = super().__iter__()
         try:
             for batch in batches:
                 step += 1
                 ds._position = step
                 yield batch
                 del batch
+                _sweep()
             ds._finish(end)
         finally:
             # The workers have ended (or end now, unless persistent): so

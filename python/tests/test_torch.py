@@ -661,3 +661,34 @@ def test_a_collate_fn_and_a_bare_torch_loader_get_plain_batches(paths):
             assert batch.get("kind") == kind
             assert mapped_buffer(batch["ids"]) is None
         assert k == STEPS - 1
+
+
+def test_a_callers_worker_init_fn_runs_and_new_workers_share(paths):
+    def init(worker_id):
+        open(f"init-{os.getpid()}-{worker_id}", "w").close()
+
+    ds = StreamDataset({"ids": "ids"}, batch_size=B, seed=7)
+    sampler = Sampler(N, B, "cyclic", seed=7)
+    loader = StepLoader(ds, num_workers=1, timeout=60, worker_init_fn=init,
+                        persistent_workers=False)
+    kept = None
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        for k, batch in enumerate(loader):
+            np.testing.assert_array_equal(batch["ids"].numpy(),
+                                          sampler.batch(epoch * STEPS + k))
+            assert mapped_buffer(batch["ids"]) is not None
+        # The last batch of an epoch, held into the next, with new workers.
+        if kept is not None:
+            np.testing.assert_array_equal(kept["ids"].numpy(),
+                                          sampler.batch(epoch * STEPS - 1))
+        kept = batch
+        del batch
+    assert len([f for f in os.listdir() if f.startswith("init-")]) == 3
+    # A collate_fn set after the loader was made gets the plain batch.
+    loader.collate_fn = lambda b: {"ids": torch.as_tensor(b["ids"])}
+    ds.set_epoch(3)
+    batch = next(iter(loader))
+    np.testing.assert_array_equal(batch["ids"].numpy(),
+                                  sampler.batch(3 * STEPS))
+    assert mapped_buffer(batch["ids"]) is None
