@@ -148,6 +148,11 @@ def _distributed():
 # batch that either process still holds is never written.
 
 
+def _aligned(nbytes):
+    """nbytes rounded up to the alignment of a buffer's arrays."""
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
 def _token():
     """A delivery's token: random, never 0 (a cell's first value)."""
     return int.from_bytes(os.urandom(8), "little") | 1
@@ -395,7 +400,6 @@ def _map(pid, fd, ino, nbytes, key, cell, kept):
 
 def _rebuild(pid, fd, ino, nbytes, key, cell, token, kept, item):
     """The batch a worker delivered, on its buffer mapped here."""
-    _sweep()
     base = np.frombuffer(_map(pid, fd, ino, nbytes, key, cell, kept),
                          np.uint8)
     tensors = []
@@ -724,24 +728,8 @@ class StreamDataset(torch.utils.data.IterableDataset):
         pool = self._worker_pool()
         try:
             for step in range(first, end, stride):
-                idx = sampler.batch(step)
-                if pool is not None:
-                    got = self._shared_batch(pool, stores, layouts, idx)
-                    if got is not None:
-                        yield got
-                        continue
-                batch = {}
-                for n, s in stores.items():
-                    if n not in layouts:
-                        batch[n] = s[idx]
-                        continue
-                    layout, _, rows = layouts[n]
-                    _dense_columns(batch, n, layout,
-                                   s._dense(idx, layout, rows,
-                                            self._pad_of(n)))
-                if self._transform is not None:
-                    batch = self._transform(batch)
-                yield batch
+                yield self._worker_batch(pool, stores, layouts,
+                                         sampler.batch(step))
         finally:
             for s in stores.values():
                 s.close()
@@ -758,19 +746,20 @@ class StreamDataset(torch.utils.data.IterableDataset):
             self._pool = (os.getpid(), _Pool(table, info.id, size))
         return self._pool[1]
 
-    def _shared_batch(self, pool, stores, layouts, idx):
-        """The batch of idx gathered into a buffer of pool, as a _Shared;
-        None when the pool has no buffer to give."""
+    def _worker_batch(self, pool, stores, layouts, idx):
+        """The batch of idx: in a buffer of pool, as a _Shared, or as the
+        stores give it where there is no pool or it has no buffer."""
         u = np.ascontiguousarray(idx, dtype=np.uint64)
-        # What goes where: a Dense stream straight from the store, the
-        # arrays of a Ragged one (which the library allocates) copied.
+        # The batch's arrays in order: a Dense stream's to be gathered
+        # (straight into the buffer), the others read (a Ragged stream's
+        # the library allocates, then copied into the buffer).
         plan, size = [], 0
         for n, s in stores.items():
-            if n not in layouts and isinstance(s, DenseStore):
+            if pool is not None and n not in layouts \
+                    and isinstance(s, DenseStore):
                 shape = (u.size,) + s.item_shape
-                plan.append((n, s, np.dtype(s.dtype), shape))
-                size += -(-int(np.prod(shape)) * s.dtype.itemsize
-                          // _ALIGN) * _ALIGN
+                plan.append((n, s, shape))
+                size += _aligned(int(np.prod(shape)) * s.dtype.itemsize)
                 continue
             if n in layouts:
                 layout, _, rows = layouts[n]
@@ -780,23 +769,27 @@ class StreamDataset(torch.utils.data.IterableDataset):
             else:
                 cols = {n: s[idx]}
             for name, v in cols.items():
-                plan.append((name, v, None, None))
-                for a in (v if isinstance(v, list) else [v]):
-                    size += -(-a.nbytes // _ALIGN) * _ALIGN
-        buffer = pool.take(max(size, 1))
+                plan.append((name, v, None))
+                size += sum(_aligned(a.nbytes)
+                            for a in (v if isinstance(v, list) else [v]))
+        buffer = pool.take(max(size, 1)) if pool is not None else None
         if buffer is None:
-            return None
+            batch = {name: src[idx] if shape else src
+                     for name, src, shape in plan}
+            if self._transform is not None:
+                batch = self._transform(batch)
+            return batch
         batch, at, base = {}, 0, buffer.view()
 
         def place(dtype, shape):
             nonlocal at
             a = np.ndarray(shape, dtype, base, at)
-            at += -(-a.nbytes // _ALIGN) * _ALIGN
+            at += _aligned(a.nbytes)
             return a
 
-        for name, src, dtype, shape in plan:
-            if dtype is not None:
-                batch[name] = place(dtype, shape)
+        for name, src, shape in plan:
+            if shape:
+                batch[name] = place(np.dtype(src.dtype), shape)
                 src._gather_into(u, batch[name])
             elif isinstance(src, list):
                 batch[name] = [place(a.dtype, a.shape) for a in src]

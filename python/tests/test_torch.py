@@ -692,3 +692,22 @@ def test_a_callers_worker_init_fn_runs_and_new_workers_share(paths):
     np.testing.assert_array_equal(batch["ids"].numpy(),
                                   sampler.batch(3 * STEPS))
     assert mapped_buffer(batch["ids"]) is None
+
+
+def test_past_its_cells_a_worker_hands_batches_to_torch(paths):
+    from loaderx.torch import _CELLS
+    ds = StreamDataset(paths, batch_size=B, seed=2)
+    sampler = Sampler(N, B, "cyclic", seed=2)
+    images = DenseStore.open("images", readonly=True)[:]
+    loader = StepLoader(ds, num_workers=1, timeout=60)
+    held = []
+    epochs = -(-(_CELLS + 8) // STEPS)
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        held.extend(loader)
+    # Every batch held: the first _CELLS in buffers of the worker, the
+    # rest read as the stores give them and copied by torch.
+    shared = [mapped_buffer(b["images"]) is not None for b in held]
+    assert shared == [True] * _CELLS + [False] * (len(held) - _CELLS)
+    for step, batch in enumerate(held):
+        check_step(batch, step, sampler, images)
